@@ -1,0 +1,247 @@
+package cluster
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// Errors of this package.
+var (
+	// ErrMetaTooLarge: the advertised facts do not fit in memberlist's
+	// 512-byte node meta.
+	ErrMetaTooLarge = errors.New("node meta exceeds memberlist's limit")
+)
+
+// Config says how to run membership.
+type Config struct {
+	Name      string
+	BindAddr  string // host:port for gossip (TCP and UDP)
+	Advertise string // host peers use to reach this node; "" = bind host
+	Key       []byte // gossip encryption key (16, 24 or 32 bytes); nil = none
+	Meta      Meta   // initial advertised facts
+	LogOutput io.Writer
+	// Transport replaces memberlist's network transport (tests use
+	// memberlist's MockNetwork); nil uses real UDP/TCP on BindAddr.
+	Transport memberlist.Transport
+}
+
+// Meta is what a node advertises in memberlist node meta.
+type Meta struct {
+	Cluster string `json:"c,omitempty"` // raft + node-to-node address
+	P9      string `json:"p,omitempty"` // 9P address
+	Tools   int    `json:"t"`           // tools its host can run
+}
+
+// Member is one node as gossip sees it.
+type Member struct {
+	Name  string
+	Addr  string // gossip address
+	State string // alive, suspect, dead, left
+	Meta  Meta
+}
+
+// EventKind is a membership change.
+type EventKind int
+
+// The membership changes.
+const (
+	NodeJoin EventKind = iota
+	NodeLeave
+	NodeUpdate
+)
+
+func (k EventKind) String() string {
+	return [...]string{"join", "leave", "update"}[k]
+}
+
+// Event reports a membership change.
+type Event struct {
+	Kind   EventKind
+	Member Member
+}
+
+// Cluster is a running memberlist.
+type Cluster struct {
+	ml     *memberlist.Memberlist
+	events chan Event
+
+	mu   sync.Mutex
+	meta Meta
+}
+
+// Start creates the memberlist and begins gossiping. It does not join.
+func Start(cfg Config) (*Cluster, error) {
+	c := &Cluster{events: make(chan Event, 256), meta: cfg.Meta}
+	mc := memberlist.DefaultLANConfig()
+	mc.Name = cfg.Name
+	if cfg.LogOutput != nil {
+		mc.LogOutput = cfg.LogOutput
+	}
+	if cfg.Transport != nil {
+		mc.Transport = cfg.Transport
+	} else {
+		host, port, err := splitHostPort(cfg.BindAddr)
+		if err != nil {
+			return nil, fmt.Errorf("gossip address %q: %w", cfg.BindAddr, err)
+		}
+		mc.BindAddr, mc.BindPort = host, port
+		mc.AdvertisePort = port
+		if cfg.Advertise != "" {
+			mc.AdvertiseAddr = cfg.Advertise
+		}
+	}
+	if len(cfg.Key) > 0 {
+		mc.SecretKey = cfg.Key
+		mc.GossipVerifyIncoming = true
+		mc.GossipVerifyOutgoing = true
+	}
+	mc.Delegate = &delegate{c: c}
+	mc.Events = &eventDelegate{c: c}
+	if b, err := json.Marshal(cfg.Meta); err != nil || len(b) > memberlist.MetaMaxSize {
+		return nil, ErrMetaTooLarge
+	}
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		return nil, fmt.Errorf("start gossip on %s: %w", cfg.BindAddr, err)
+	}
+	c.ml = ml
+	return c, nil
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		return "", 0, fmt.Errorf("bad port %q", p)
+	}
+	return h, port, nil
+}
+
+// Join contacts existing members; it succeeds if at least one answered.
+func (c *Cluster) Join(addrs []string) (int, error) {
+	n, err := c.ml.Join(addrs)
+	if n > 0 {
+		return n, nil
+	}
+	return 0, err
+}
+
+// Events delivers membership changes. Sends never block memberlist: when
+// the reader falls behind, events are dropped and the node's periodic
+// reconcile catches up from Members.
+func (c *Cluster) Events() <-chan Event { return c.events }
+
+// Members lists every node gossip knows, sorted by name.
+func (c *Cluster) Members() []Member {
+	var out []Member
+	for _, n := range c.ml.Members() {
+		out = append(out, member(n))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// LocalName is this node's gossip name.
+func (c *Cluster) LocalName() string { return c.ml.LocalNode().Name }
+
+// LocalAddr is this node's gossip address.
+func (c *Cluster) LocalAddr() string { return c.ml.LocalNode().Address() }
+
+// SetMeta changes what this node advertises and gossips the change.
+func (c *Cluster) SetMeta(m Meta) error {
+	b, err := json.Marshal(m)
+	if err != nil || len(b) > memberlist.MetaMaxSize {
+		return ErrMetaTooLarge
+	}
+	c.mu.Lock()
+	changed := c.meta != m
+	c.meta = m
+	c.mu.Unlock()
+	if !changed {
+		return nil
+	}
+	return c.ml.UpdateNode(5 * time.Second)
+}
+
+// Leave tells the others this node is going, then stops gossip.
+func (c *Cluster) Leave(timeout time.Duration) error {
+	err := c.ml.Leave(timeout)
+	if serr := c.ml.Shutdown(); err == nil {
+		err = serr
+	}
+	return err
+}
+
+// Shutdown stops gossip without telling anyone (a crash, as others see it).
+func (c *Cluster) Shutdown() error { return c.ml.Shutdown() }
+
+func member(n *memberlist.Node) Member {
+	m := Member{Name: n.Name, Addr: n.Address(), State: stateName(n.State)}
+	if len(n.Meta) > 0 {
+		if err := json.Unmarshal(n.Meta, &m.Meta); err != nil {
+			log.Printf("cluster: node %s sent unreadable meta: %v", n.Name, err)
+		}
+	}
+	return m
+}
+
+func stateName(s memberlist.NodeStateType) string {
+	switch s {
+	case memberlist.StateAlive:
+		return "alive"
+	case memberlist.StateSuspect:
+		return "suspect"
+	case memberlist.StateDead:
+		return "dead"
+	case memberlist.StateLeft:
+		return "left"
+	}
+	return "unknown"
+}
+
+// delegate answers memberlist's questions; each method is a short forward.
+type delegate struct{ c *Cluster }
+
+var _ memberlist.Delegate = (*delegate)(nil)
+
+func (d *delegate) NodeMeta(limit int) []byte {
+	d.c.mu.Lock()
+	m := d.c.meta
+	d.c.mu.Unlock()
+	b, _ := json.Marshal(m)
+	if len(b) > limit {
+		return nil
+	}
+	return b
+}
+func (d *delegate) NotifyMsg([]byte)                           {}
+func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (d *delegate) LocalState(join bool) []byte                { return nil }
+func (d *delegate) MergeRemoteState(buf []byte, join bool)     {}
+
+type eventDelegate struct{ c *Cluster }
+
+var _ memberlist.EventDelegate = (*eventDelegate)(nil)
+
+func (e *eventDelegate) send(k EventKind, n *memberlist.Node) {
+	select {
+	case e.c.events <- Event{Kind: k, Member: member(n)}:
+	default:
+	}
+}
+func (e *eventDelegate) NotifyJoin(n *memberlist.Node)   { e.send(NodeJoin, n) }
+func (e *eventDelegate) NotifyLeave(n *memberlist.Node)  { e.send(NodeLeave, n) }
+func (e *eventDelegate) NotifyUpdate(n *memberlist.Node) { e.send(NodeUpdate, n) }

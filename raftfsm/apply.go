@@ -1,0 +1,299 @@
+package raftfsm
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+
+	"github.com/toolnode/toolnode/registry"
+)
+
+// Names a session or agent may not take: they are files beside them in
+// the 9P tree.
+var reservedNames = map[string]bool{"new": true, "idx": true}
+
+func checkName(kind, name string) error {
+	if err := registry.ValidName(name); err != nil {
+		return refuse(ErrInvalid, "bad %s name: %v", kind, err)
+	}
+	if (kind == "session" || kind == "agent") && reservedNames[name] {
+		return refuse(ErrInvalid, "%s name %q is reserved: choose another", kind, name)
+	}
+	return nil
+}
+
+func applyPublishTools(st *state, index uint64, body []byte, ev *[]Event) any {
+	var c PublishTools
+	decode(body, &c)
+	carried := map[string]bool{}
+	for _, t := range c.Tools {
+		if err := checkName("tool", t.Name); err != nil {
+			return err
+		}
+		if len(t.Exec) > 0 {
+			if execHash(t.Exec) != t.ExecHash {
+				return refuse(ErrInvalid, "the executable of tool %q does not match its hash", t.Name)
+			}
+			carried[t.ExecHash] = true
+		}
+	}
+	for _, t := range c.Tools {
+		if len(t.Exec) == 0 && t.ExecHash != "" && !carried[t.ExecHash] {
+			if _, ok := st.Blobs[t.ExecHash]; !ok {
+				return refuse(ErrNotFound, "the executable of tool %q (%s) is not stored; publish it with its content", t.Name, t.ExecHash)
+			}
+		}
+	}
+	for _, t := range c.Tools {
+		if len(t.Exec) > 0 {
+			st.Blobs[t.ExecHash] = t.Exec
+		}
+		st.setTool(t.Name, &Tool{
+			Name: t.Name, Meta: t.Meta, ExecHash: t.ExecHash,
+			Owner: c.Owner, Index: index, Time: c.Time,
+		})
+		*ev = append(*ev, Event{index, "tool+", t.Name})
+	}
+	return Result{}
+}
+
+// execHash is the content address of an executable.
+func execHash(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// ExecHash returns the hash a ToolSpec carries for executable b.
+func ExecHash(b []byte) string { return execHash(b) }
+
+func applyWithdrawTools(st *state, index uint64, body []byte, ev *[]Event) any {
+	var c WithdrawTools
+	decode(body, &c)
+	for _, name := range c.Names {
+		t, ok := st.Tools[name]
+		if !ok || (c.Owner != "" && t.Owner != c.Owner) {
+			continue
+		}
+		st.setTool(name, nil)
+		*ev = append(*ev, Event{index, "tool-", name})
+	}
+	return Result{}
+}
+
+func applyPublishProfiles(st *state, index uint64, body []byte, ev *[]Event) any {
+	var c PublishProfiles
+	decode(body, &c)
+	for _, p := range c.Profiles {
+		if err := checkName("profile", p.Name); err != nil {
+			return err
+		}
+	}
+	for _, p := range c.Profiles {
+		st.Profiles[p.Name] = &Profile{Name: p.Name, Data: p.Data, AutoLoad: p.AutoLoad, Owner: c.Owner, Index: index}
+	}
+	return Result{}
+}
+
+func applyWithdrawProfiles(st *state, index uint64, body []byte, ev *[]Event) any {
+	var c WithdrawProfiles
+	decode(body, &c)
+	for _, name := range c.Names {
+		p, ok := st.Profiles[name]
+		if ok && (c.Owner == "" || p.Owner == c.Owner) {
+			delete(st.Profiles, name)
+		}
+	}
+	return Result{}
+}
+
+// genName makes the next generated name with prefix, skipping taken ones.
+func genName(st *state, prefix string, taken func(string) bool) string {
+	for {
+		st.NextID++
+		n := prefix + strconv.FormatUint(st.NextID, 10)
+		if !taken(n) {
+			return n
+		}
+	}
+}
+
+// newAgent makes an agent from an optional profile: its autoLoad tools
+// that the cluster knows are loaded, each one a revision.
+func newAgent(st *state, name, profile string) (*Agent, error) {
+	a := &Agent{Name: name, Profile: profile, Loaded: []string{}}
+	if profile == "" {
+		return a, nil
+	}
+	p, ok := st.Profiles[profile]
+	if !ok {
+		return nil, refuse(ErrNotFound, "no agent profile %q in the cluster", profile)
+	}
+	for _, tool := range p.AutoLoad {
+		if _, known := st.Tools[tool]; known && !a.IsLoaded(tool) {
+			a.Loaded = append(a.Loaded, tool)
+			a.Rev++
+		}
+	}
+	return a, nil
+}
+
+func agentEvents(index uint64, session string, a *Agent, ev *[]Event) {
+	id := session + "/" + a.Name
+	*ev = append(*ev, Event{index, "agent+", id})
+	for _, t := range a.Loaded {
+		*ev = append(*ev, Event{index, "load", id + "/" + t})
+	}
+}
+
+func applyCreateSession(st *state, index uint64, body []byte, ev *[]Event) any {
+	var c CreateSession
+	decode(body, &c)
+	name := c.Name
+	if name == "" {
+		name = genName(st, "s", func(n string) bool { return st.Sessions[n] != nil })
+	} else if err := checkName("session", name); err != nil {
+		return err
+	}
+	if _, ok := st.Sessions[name]; ok {
+		return refuse(ErrExists, "session %q already exists", name)
+	}
+	s := &Session{Name: name, Cwd: c.Cwd, Created: c.Time, Agents: map[string]*Agent{}}
+	if c.Profile != "" {
+		if err := checkName("agent", c.Profile); err != nil {
+			return err
+		}
+		a, err := newAgent(st, c.Profile, c.Profile)
+		if err != nil {
+			return err
+		}
+		s.Agents[a.Name] = a
+		st.Sessions[name] = s
+		agentEvents(index, name, a, ev)
+		return Result{Name: name}
+	}
+	st.Sessions[name] = s
+	return Result{Name: name}
+}
+
+func applyKillSession(st *state, index uint64, body []byte, ev *[]Event) any {
+	var c KillSession
+	decode(body, &c)
+	s, ok := st.Sessions[c.Name]
+	if !ok {
+		return refuse(ErrNotFound, "session %q does not exist", c.Name)
+	}
+	for _, a := range s.AgentNames() {
+		*ev = append(*ev, Event{index, "agent-", c.Name + "/" + a})
+	}
+	delete(st.Sessions, c.Name)
+	return Result{Name: c.Name}
+}
+
+func applyCreateAgent(st *state, index uint64, body []byte, ev *[]Event) any {
+	var c CreateAgent
+	decode(body, &c)
+	s, ok := st.Sessions[c.Session]
+	if !ok {
+		return refuse(ErrNotFound, "session %q does not exist", c.Session)
+	}
+	name := c.Name
+	if name == "" {
+		name = genName(st, "a", func(n string) bool { return s.Agents[n] != nil })
+	} else if err := checkName("agent", name); err != nil {
+		return err
+	}
+	if _, ok := s.Agents[name]; ok {
+		return refuse(ErrExists, "agent %q already exists in session %q", name, c.Session)
+	}
+	a, err := newAgent(st, name, c.Profile)
+	if err != nil {
+		return err
+	}
+	st.Sessions[c.Session] = s.withAgent(a)
+	agentEvents(index, c.Session, a, ev)
+	return Result{Name: name}
+}
+
+func applyKillAgent(st *state, index uint64, body []byte, ev *[]Event) any {
+	var c KillAgent
+	decode(body, &c)
+	s, _, err := lookupAgent(st, c.Session, c.Name)
+	if err != nil {
+		return err
+	}
+	st.Sessions[c.Session] = s.withoutAgent(c.Name)
+	*ev = append(*ev, Event{index, "agent-", c.Session + "/" + c.Name})
+	return Result{Name: c.Name}
+}
+
+func lookupAgent(st *state, session, agent string) (*Session, *Agent, error) {
+	s, ok := st.Sessions[session]
+	if !ok {
+		return nil, nil, refuse(ErrNotFound, "session %q does not exist", session)
+	}
+	a, ok := s.Agents[agent]
+	if !ok {
+		return nil, nil, refuse(ErrNotFound, "agent %q does not exist in session %q", agent, session)
+	}
+	return s, a, nil
+}
+
+func applyLoad(st *state, index uint64, body []byte, ev *[]Event) any {
+	var c Load
+	decode(body, &c)
+	s, a, err := lookupAgent(st, c.Session, c.Agent)
+	if err != nil {
+		return err
+	}
+	for _, name := range c.Names {
+		if _, ok := st.Tools[name]; !ok {
+			return refuse(ErrNotFound, "no tool %q in the cluster", name)
+		}
+	}
+	n := *a
+	n.Loaded = append([]string(nil), a.Loaded...)
+	id := c.Session + "/" + c.Agent
+	for _, name := range c.Names {
+		if n.IsLoaded(name) {
+			continue
+		}
+		n.Loaded = append(n.Loaded, name)
+		n.Rev++
+		*ev = append(*ev, Event{index, "load", id + "/" + name})
+	}
+	if n.Rev != a.Rev {
+		st.Sessions[c.Session] = s.withAgent(&n)
+	}
+	return Result{}
+}
+
+func applyUnload(st *state, index uint64, body []byte, ev *[]Event) any {
+	var c Unload
+	decode(body, &c)
+	s, a, err := lookupAgent(st, c.Session, c.Agent)
+	if err != nil {
+		return err
+	}
+	for _, name := range c.Names {
+		if !a.IsLoaded(name) {
+			return refuse(ErrNotLoaded, "tool %q is not loaded by agent %q", name, c.Agent)
+		}
+	}
+	drop := map[string]bool{}
+	for _, name := range c.Names {
+		drop[name] = true
+	}
+	n := *a
+	n.Loaded = make([]string, 0, len(a.Loaded))
+	id := c.Session + "/" + c.Agent
+	for _, name := range a.Loaded {
+		if drop[name] {
+			n.Rev++
+			*ev = append(*ev, Event{index, "unload", id + "/" + name})
+			continue
+		}
+		n.Loaded = append(n.Loaded, name)
+	}
+	st.Sessions[c.Session] = s.withAgent(&n)
+	return Result{}
+}

@@ -1,0 +1,25 @@
+// Package raftfsm is toolnode's replicated state machine: the commands the
+// cluster agrees on, the function that applies each one, and the snapshot
+// and restore of the whole state.
+//
+// The state is the cluster's catalog (published tool metadata, published
+// executables, agent profiles) and its agents (sessions, agents, loaded
+// sets, revisions). It follows hashicorp/raft's FSM contract:
+//
+//   - Apply is deterministic: it reads nothing but the log entry and the
+//     state (no clock, no randomness, no host look-ups, no map iteration
+//     order that reaches the state). Values such as creation times are
+//     stamped into the command by the node that proposes it.
+//   - Snapshot only captures (records are immutable once stored, so a
+//     shallow copy of the maps is a consistent point-in-time view);
+//     Persist does the encoding and I/O.
+//   - Restore discards all previous state.
+//
+// A command is one type byte followed by a JSON body. An unknown type or an
+// undecodable body panics: replicas must never silently diverge. A command
+// that is well-formed but refused (loading a tool the cluster does not know)
+// returns an error value through the Raft future and changes nothing.
+//
+// raftfsm knows registry's rules for names but nothing of the network, 9P or
+// the host: variant resolution and execution belong to registry and node.
+package raftfsm

@@ -1,0 +1,367 @@
+package raftfsm
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"sync"
+	"testing"
+
+	"github.com/hashicorp/raft"
+)
+
+type recorder struct {
+	mu       sync.Mutex
+	events   []Event
+	restored int
+}
+
+func (r *recorder) Changed(ev []Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, ev...)
+}
+
+func (r *recorder) Restored() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.restored++
+}
+
+// harness applies commands at increasing indexes.
+type harness struct {
+	t     testing.TB
+	fsm   *FSM
+	index uint64
+	log   []*raft.Log
+}
+
+func newHarness(t testing.TB, obs Observer) *harness {
+	return &harness{t: t, fsm: New(obs)}
+}
+
+func (h *harness) apply(ct CommandType, body any) any {
+	h.index++
+	l := &raft.Log{Index: h.index, Term: 1, Type: raft.LogCommand, Data: MustEncode(ct, body)}
+	h.log = append(h.log, l)
+	return h.fsm.Apply(l)
+}
+
+func (h *harness) ok(ct CommandType, body any) Result {
+	h.t.Helper()
+	r := h.apply(ct, body)
+	if err, isErr := r.(error); isErr {
+		h.t.Fatalf("%s: unexpected error %v", ct, err)
+	}
+	return r.(Result)
+}
+
+func (h *harness) fail(ct CommandType, body any, want error) {
+	h.t.Helper()
+	r := h.apply(ct, body)
+	err, isErr := r.(error)
+	if !isErr {
+		h.t.Fatalf("%s: succeeded, want error %v", ct, want)
+	}
+	if !errors.Is(err, want) {
+		h.t.Fatalf("%s: error %v, want %v", ct, err, want)
+	}
+}
+
+func tools(names ...string) PublishTools {
+	p := PublishTools{Owner: "n1", Time: 1}
+	for _, n := range names {
+		p.Tools = append(p.Tools, ToolSpec{Name: n, Meta: []byte(`{"description":"` + n + `"}`)})
+	}
+	return p
+}
+
+func TestFSM_PublishWithdrawOwnership(t *testing.T) {
+	rec := &recorder{}
+	h := newHarness(t, rec)
+	h.ok(CmdPublishTools, tools("a", "b"))
+	if tl, ok := h.fsm.Tool("a"); !ok || tl.Owner != "n1" || tl.Index != 1 {
+		t.Fatalf("tool a = %+v, %v", tl, ok)
+	}
+	// Another node publishes b: last write wins, b now owned by n2.
+	h.ok(CmdPublishTools, PublishTools{Owner: "n2", Tools: []ToolSpec{{Name: "b", Meta: []byte(`{}`)}}})
+	// n1's watcher withdraws a and b: only a is n1's.
+	h.ok(CmdWithdrawTools, WithdrawTools{Owner: "n1", Names: []string{"a", "b"}})
+	if _, ok := h.fsm.Tool("a"); ok {
+		t.Fatal("a still published")
+	}
+	if tl, ok := h.fsm.Tool("b"); !ok || tl.Owner != "n2" {
+		t.Fatalf("b = %+v, %v; want owned by n2", tl, ok)
+	}
+	// A withdrawal without owner removes whatever owns it.
+	h.ok(CmdWithdrawTools, WithdrawTools{Names: []string{"b"}})
+	if len(h.fsm.Tools()) != 0 {
+		t.Fatalf("tools left: %v", h.fsm.Tools())
+	}
+	want := []Event{{1, "tool+", "a"}, {1, "tool+", "b"}, {2, "tool+", "b"}, {3, "tool-", "a"}, {4, "tool-", "b"}}
+	if !reflect.DeepEqual(rec.events, want) {
+		t.Fatalf("events = %v, want %v", rec.events, want)
+	}
+	h.fail(CmdPublishTools, tools("bad/name"), ErrInvalid)
+}
+
+func TestFSM_Blobs(t *testing.T) {
+	h := newHarness(t, nil)
+	exe := []byte("#!/bin/sh\necho hi\n")
+	hash := ExecHash(exe)
+	h.ok(CmdPublishTools, PublishTools{Owner: "n1", Tools: []ToolSpec{
+		{Name: "x", Meta: []byte(`{}`), Exec: exe, ExecHash: hash},
+		{Name: "y", Meta: []byte(`{}`), ExecHash: hash}, // same content, by reference
+	}})
+	if b, ok := h.fsm.Blob(hash); !ok || !bytes.Equal(b, exe) {
+		t.Fatal("blob not stored")
+	}
+	h.fail(CmdPublishTools, PublishTools{Tools: []ToolSpec{{Name: "z", Meta: []byte(`{}`), Exec: exe, ExecHash: "00"}}}, ErrInvalid)
+	h.fail(CmdPublishTools, PublishTools{Tools: []ToolSpec{{Name: "z", Meta: []byte(`{}`), ExecHash: "00"}}}, ErrNotFound)
+	h.ok(CmdWithdrawTools, WithdrawTools{Names: []string{"x"}})
+	if _, ok := h.fsm.Blob(hash); !ok {
+		t.Fatal("blob dropped while y still refers to it")
+	}
+	// Republishing y without an executable drops the last reference.
+	h.ok(CmdPublishTools, PublishTools{Tools: []ToolSpec{{Name: "y", Meta: []byte(`{}`)}}})
+	if _, ok := h.fsm.Blob(hash); ok {
+		t.Fatal("unreferenced blob kept")
+	}
+}
+
+func TestFSM_SessionsAgentsLoad(t *testing.T) {
+	rec := &recorder{}
+	h := newHarness(t, rec)
+	h.ok(CmdPublishTools, tools("read", "grep", "write"))
+	h.ok(CmdPublishProfiles, PublishProfiles{Owner: "n1", Profiles: []ProfileSpec{
+		{Name: "coder", Data: []byte(`{}`), AutoLoad: []string{"read", "grep", "missing"}},
+	}})
+	if r := h.ok(CmdCreateSession, CreateSession{Name: "dev", Cwd: "/w", Profile: "coder", Time: 5}); r.Name != "dev" {
+		t.Fatalf("session name %q", r.Name)
+	}
+	a, err := h.fsm.Agent("dev", "coder")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(a.Loaded, []string{"read", "grep"}) || a.Rev != 2 {
+		t.Fatalf("autoLoad agent = %+v", a)
+	}
+	h.fail(CmdCreateSession, CreateSession{Name: "dev"}, ErrExists)
+	h.fail(CmdCreateSession, CreateSession{Name: "new"}, ErrInvalid)
+	h.fail(CmdCreateSession, CreateSession{Name: "x", Profile: "nope"}, ErrNotFound)
+	if _, ok := h.fsm.Session("x"); ok {
+		t.Fatal("failed create left a session")
+	}
+	if r := h.ok(CmdCreateSession, CreateSession{}); r.Name != "s1" {
+		t.Fatalf("generated session %q", r.Name)
+	}
+	if r := h.ok(CmdCreateAgent, CreateAgent{Session: "dev"}); r.Name != "a2" {
+		t.Fatalf("generated agent %q", r.Name)
+	}
+
+	h.ok(CmdLoad, Load{Session: "dev", Agent: "a2", Names: []string{"write", "read"}})
+	h.ok(CmdLoad, Load{Session: "dev", Agent: "a2", Names: []string{"write"}}) // no change
+	a, _ = h.fsm.Agent("dev", "a2")
+	if !reflect.DeepEqual(a.Loaded, []string{"write", "read"}) || a.Rev != 2 {
+		t.Fatalf("after load: %+v", a)
+	}
+	// All or nothing: an unknown name refuses the whole command.
+	h.fail(CmdLoad, Load{Session: "dev", Agent: "a2", Names: []string{"grep", "nope"}}, ErrNotFound)
+	h.fail(CmdUnload, Load{Session: "dev", Agent: "a2", Names: []string{"read", "grep"}}, ErrNotLoaded)
+	a, _ = h.fsm.Agent("dev", "a2")
+	if len(a.Loaded) != 2 || a.Rev != 2 {
+		t.Fatalf("refused command changed the agent: %+v", a)
+	}
+	h.ok(CmdUnload, Unload{Session: "dev", Agent: "a2", Names: []string{"write"}})
+	a, _ = h.fsm.Agent("dev", "a2")
+	if !reflect.DeepEqual(a.Loaded, []string{"read"}) || a.Rev != 3 {
+		t.Fatalf("after unload: %+v", a)
+	}
+	h.fail(CmdLoad, Load{Session: "nope", Agent: "a2", Names: []string{"read"}}, ErrNotFound)
+	h.fail(CmdLoad, Load{Session: "dev", Agent: "nope", Names: []string{"read"}}, ErrNotFound)
+
+	h.ok(CmdKillAgent, KillAgent{Session: "dev", Name: "a2"})
+	h.fail(CmdKillAgent, KillAgent{Session: "dev", Name: "a2"}, ErrNotFound)
+	h.ok(CmdKillSession, KillSession{Name: "dev"})
+	h.fail(CmdKillSession, KillSession{Name: "dev"}, ErrNotFound)
+	if got := h.fsm.SessionNames(); !reflect.DeepEqual(got, []string{"s1"}) {
+		t.Fatalf("sessions = %v", got)
+	}
+
+	kinds := map[string]int{}
+	for _, e := range rec.events {
+		kinds[e.Kind]++
+	}
+	want := map[string]int{"tool+": 3, "agent+": 2, "agent-": 2, "load": 4, "unload": 1}
+	if !reflect.DeepEqual(kinds, want) {
+		t.Fatalf("event kinds = %v, want %v", kinds, want)
+	}
+}
+
+func TestFSM_PanicsOnBadEntry(t *testing.T) {
+	tests := []struct {
+		name string
+		data []byte
+	}{
+		{"empty", nil},
+		{"unknown type", []byte{0xff, '{', '}'}},
+		{"bad body", []byte{byte(CmdLoad), '{'}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Fatal("Apply did not panic")
+				}
+			}()
+			New(nil).Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: tc.data})
+		})
+	}
+}
+
+// bufSink is a raft.SnapshotSink over a buffer.
+type bufSink struct {
+	bytes.Buffer
+	cancelled bool
+}
+
+func (s *bufSink) ID() string    { return "test" }
+func (s *bufSink) Cancel() error { s.cancelled = true; return nil }
+func (s *bufSink) Close() error  { return nil }
+
+func snapshotBytes(t testing.TB, f *FSM) []byte {
+	t.Helper()
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sink bufSink
+	if err := snap.Persist(&sink); err != nil {
+		t.Fatal(err)
+	}
+	snap.Release()
+	return sink.Bytes()
+}
+
+// bigState builds a state with n tools and m agents (m/10 sessions).
+func bigState(t testing.TB, n, m int) *harness {
+	h := newHarness(t, nil)
+	exe := []byte("#!/bin/sh\ncat\n")
+	batch := PublishTools{Owner: "n1", Time: 1}
+	for i := 0; i < n; i++ {
+		ts := ToolSpec{Name: fmt.Sprintf("tool%05d", i), Meta: []byte(fmt.Sprintf(`{"description":"tool %d"}`, i))}
+		if i%100 == 0 {
+			ts.Exec, ts.ExecHash = exe, ExecHash(exe)
+		}
+		batch.Tools = append(batch.Tools, ts)
+	}
+	h.ok(CmdPublishTools, batch)
+	for s := 0; s < m/10; s++ {
+		sess := fmt.Sprintf("sess%d", s)
+		h.ok(CmdCreateSession, CreateSession{Name: sess, Time: int64(s)})
+		for a := 0; a < 10; a++ {
+			agent := fmt.Sprintf("agent%d", a)
+			h.ok(CmdCreateAgent, CreateAgent{Session: sess, Name: agent})
+			h.ok(CmdLoad, Load{Session: sess, Agent: agent, Names: []string{
+				fmt.Sprintf("tool%05d", (s*10+a)%n), fmt.Sprintf("tool%05d", (s*10+a+1)%n)}})
+		}
+	}
+	return h
+}
+
+func TestFSM_SnapshotRestoreLargeState(t *testing.T) {
+	h := bigState(t, 10000, 1000)
+	before := snapshotBytes(t, h.fsm)
+
+	rec := &recorder{}
+	restored := New(rec)
+	restored.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: MustEncode(CmdPublishTools, tools("stale"))})
+	if err := restored.Restore(io.NopCloser(bytes.NewReader(before))); err != nil {
+		t.Fatal(err)
+	}
+	if rec.restored != 1 {
+		t.Fatal("observer not told of the restore")
+	}
+	if _, ok := restored.Tool("stale"); ok {
+		t.Fatal("restore kept previous state")
+	}
+	if got := len(restored.Tools()); got != 10000 {
+		t.Fatalf("restored %d tools", got)
+	}
+	a, err := restored.Agent("sess99", "agent9")
+	if err != nil || a.Rev != 2 || len(a.Loaded) != 2 {
+		t.Fatalf("restored agent = %+v, %v", a, err)
+	}
+	if after := snapshotBytes(t, restored); !bytes.Equal(before, after) {
+		t.Fatal("snapshot of the restored FSM differs from the original")
+	}
+	// Blob reference counts are rebuilt: withdrawing all tools that share
+	// the executable drops it.
+	tl, _ := restored.Tool("tool00000")
+	var names []string
+	for _, x := range restored.Tools() {
+		if x.ExecHash == tl.ExecHash {
+			names = append(names, x.Name)
+		}
+	}
+	restored.Apply(&raft.Log{Index: 2, Type: raft.LogCommand, Data: MustEncode(CmdWithdrawTools, WithdrawTools{Names: names})})
+	if _, ok := restored.Blob(tl.ExecHash); ok {
+		t.Fatal("blob survived the withdrawal of every tool using it")
+	}
+}
+
+// Two replicas applying the same log end with identical snapshots.
+func TestFSM_Deterministic(t *testing.T) {
+	h := bigState(t, 500, 100)
+	h.ok(CmdUnload, Unload{Session: "sess3", Agent: "agent1", Names: []string{"tool00031"}})
+	h.ok(CmdKillSession, KillSession{Name: "sess4"})
+	replica := New(nil)
+	for _, l := range h.log {
+		replica.Apply(l)
+	}
+	if !bytes.Equal(snapshotBytes(t, h.fsm), snapshotBytes(t, replica)) {
+		t.Fatal("replicas diverged")
+	}
+}
+
+// A snapshot is a point-in-time view: later applies do not change it.
+func TestFSM_SnapshotIsolation(t *testing.T) {
+	h := newHarness(t, nil)
+	h.ok(CmdPublishTools, tools("a"))
+	h.ok(CmdCreateSession, CreateSession{Name: "s"})
+	h.ok(CmdCreateAgent, CreateAgent{Session: "s", Name: "x"})
+	snap, _ := h.fsm.Snapshot()
+	h.ok(CmdLoad, Load{Session: "s", Agent: "x", Names: []string{"a"}})
+	h.ok(CmdPublishTools, tools("b"))
+	var sink bufSink
+	if err := snap.Persist(&sink); err != nil {
+		t.Fatal(err)
+	}
+	f := New(nil)
+	if err := f.Restore(io.NopCloser(&sink)); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := f.Agent("s", "x")
+	if len(a.Loaded) != 0 || len(f.Tools()) != 1 {
+		t.Fatalf("snapshot saw later writes: agent %+v, %d tools", a, len(f.Tools()))
+	}
+}
+
+func BenchmarkFSM_ApplyLoad(b *testing.B) {
+	h := newHarness(b, nil)
+	h.ok(CmdPublishTools, tools("a", "b"))
+	h.ok(CmdCreateSession, CreateSession{Name: "s"})
+	h.ok(CmdCreateAgent, CreateAgent{Session: "s", Name: "x"})
+	load := MustEncode(CmdLoad, Load{Session: "s", Agent: "x", Names: []string{"a"}})
+	unload := MustEncode(CmdUnload, Unload{Session: "s", Agent: "x", Names: []string{"a"}})
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		d := load
+		if i%2 == 1 {
+			d = unload
+		}
+		h.fsm.Apply(&raft.Log{Index: uint64(i + 10), Type: raft.LogCommand, Data: d})
+	}
+}

@@ -1,0 +1,85 @@
+package raftfsm
+
+import "sort"
+
+// The read side. Every method takes the read lock; returned records are
+// shared and must not be modified.
+
+// LastIndex is the index of the last applied entry.
+func (f *FSM) LastIndex() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.index
+}
+
+// Tool returns a published tool.
+func (f *FSM) Tool(name string) (*Tool, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	t, ok := f.st.Tools[name]
+	return t, ok
+}
+
+// Tools returns every published tool, sorted by name.
+func (f *FSM) Tools() []*Tool {
+	f.mu.RLock()
+	out := make([]*Tool, 0, len(f.st.Tools))
+	for _, t := range f.st.Tools {
+		out = append(out, t)
+	}
+	f.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Blob returns a stored executable by hash.
+func (f *FSM) Blob(hash string) ([]byte, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	b, ok := f.st.Blobs[hash]
+	return b, ok
+}
+
+// Profile returns a published profile.
+func (f *FSM) Profile(name string) (*Profile, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	p, ok := f.st.Profiles[name]
+	return p, ok
+}
+
+// Profiles returns every profile, sorted by name.
+func (f *FSM) Profiles() []*Profile {
+	f.mu.RLock()
+	out := make([]*Profile, 0, len(f.st.Profiles))
+	for _, p := range f.st.Profiles {
+		out = append(out, p)
+	}
+	f.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Session returns a session.
+func (f *FSM) Session(name string) (*Session, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	s, ok := f.st.Sessions[name]
+	return s, ok
+}
+
+// SessionNames lists sessions, sorted.
+func (f *FSM) SessionNames() []string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return sortedKeys(f.st.Sessions)
+}
+
+// Agent returns an agent of a session, or an error wrapping ErrNotFound
+// that names what is missing.
+func (f *FSM) Agent(session, agent string) (*Agent, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	_, a, err := lookupAgent(f.st, session, agent)
+	return a, err
+}

@@ -1,0 +1,216 @@
+package raftfsm
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+)
+
+// Errors a refused command returns through the Raft future. They wrap
+// with %w so callers can test them with errors.Is.
+var (
+	// ErrNotFound: a named tool, profile, session or agent does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrExists: a session or agent of that name already exists.
+	ErrExists = errors.New("already exists")
+	// ErrNotLoaded: unloading a tool the agent has not loaded.
+	ErrNotLoaded = errors.New("not loaded")
+	// ErrInvalid: a name or value the command may not carry.
+	ErrInvalid = errors.New("invalid")
+)
+
+// refusal is a refused command's error: a sentence for people that still
+// matches its sentinel with errors.Is.
+type refusal struct {
+	msg  string
+	kind error
+}
+
+func (e *refusal) Error() string { return e.msg }
+func (e *refusal) Unwrap() error { return e.kind }
+
+func refuse(kind error, format string, args ...any) error {
+	return &refusal{msg: fmt.Sprintf(format, args...), kind: kind}
+}
+
+// Tool is a published tool. Stored records are never modified in place:
+// an update stores a new record. Callers must not modify what they get.
+type Tool struct {
+	Name     string `json:"name"`
+	Meta     []byte `json:"meta"`
+	ExecHash string `json:"execHash,omitempty"`
+	Owner    string `json:"owner"`
+	// Index is the Raft index of the command that last published it.
+	Index uint64 `json:"index"`
+	// Time is when it was published (stamped by the proposer).
+	Time int64 `json:"time"`
+}
+
+// Profile is a published agent profile; immutable like Tool.
+type Profile struct {
+	Name     string   `json:"name"`
+	Data     []byte   `json:"data"`
+	AutoLoad []string `json:"autoLoad,omitempty"`
+	Owner    string   `json:"owner"`
+	Index    uint64   `json:"index"`
+}
+
+// Agent is one agent of a session; immutable like Tool.
+type Agent struct {
+	Name    string   `json:"name"`
+	Profile string   `json:"profile,omitempty"`
+	Loaded  []string `json:"loaded"`
+	Rev     uint64   `json:"rev"`
+}
+
+// IsLoaded reports whether the agent has loaded tool.
+func (a *Agent) IsLoaded(tool string) bool {
+	for _, n := range a.Loaded {
+		if n == tool {
+			return true
+		}
+	}
+	return false
+}
+
+// Session holds agents; immutable like Tool (a change to an agent stores a
+// new Session with a new Agents map).
+type Session struct {
+	Name    string            `json:"name"`
+	Cwd     string            `json:"cwd,omitempty"`
+	Created int64             `json:"created"`
+	Agents  map[string]*Agent `json:"agents"`
+}
+
+// AgentNames lists the session's agents, sorted.
+func (s *Session) AgentNames() []string {
+	return sortedKeys(s.Agents)
+}
+
+func (s *Session) withAgent(a *Agent) *Session {
+	n := *s
+	n.Agents = make(map[string]*Agent, len(s.Agents)+1)
+	for k, v := range s.Agents {
+		n.Agents[k] = v
+	}
+	n.Agents[a.Name] = a
+	return &n
+}
+
+func (s *Session) withoutAgent(name string) *Session {
+	n := *s
+	n.Agents = make(map[string]*Agent, len(s.Agents))
+	for k, v := range s.Agents {
+		if k != name {
+			n.Agents[k] = v
+		}
+	}
+	return &n
+}
+
+// state is everything the FSM holds. It is also the snapshot format.
+type state struct {
+	Tools    map[string]*Tool    `json:"tools"`
+	Blobs    map[string][]byte   `json:"blobs"`
+	Profiles map[string]*Profile `json:"profiles"`
+	Sessions map[string]*Session `json:"sessions"`
+	// NextID numbers generated session and agent names.
+	NextID uint64 `json:"nextID"`
+
+	// refs counts the tools that refer to each blob; derived, not stored.
+	refs map[string]int
+}
+
+func newState() *state {
+	return &state{
+		Tools:    map[string]*Tool{},
+		Blobs:    map[string][]byte{},
+		Profiles: map[string]*Profile{},
+		Sessions: map[string]*Session{},
+		refs:     map[string]int{},
+	}
+}
+
+// clone is a shallow copy: safe because records are immutable.
+func (s *state) clone() *state {
+	c := &state{
+		Tools:    make(map[string]*Tool, len(s.Tools)),
+		Blobs:    make(map[string][]byte, len(s.Blobs)),
+		Profiles: make(map[string]*Profile, len(s.Profiles)),
+		Sessions: make(map[string]*Session, len(s.Sessions)),
+		NextID:   s.NextID,
+		refs:     make(map[string]int, len(s.refs)),
+	}
+	for k, v := range s.refs {
+		c.refs[k] = v
+	}
+	for k, v := range s.Tools {
+		c.Tools[k] = v
+	}
+	for k, v := range s.Blobs {
+		c.Blobs[k] = v
+	}
+	for k, v := range s.Profiles {
+		c.Profiles[k] = v
+	}
+	for k, v := range s.Sessions {
+		c.Sessions[k] = v
+	}
+	return c
+}
+
+// fill makes nil maps empty (a decoded snapshot may lack some).
+func (s *state) fill() {
+	if s.Tools == nil {
+		s.Tools = map[string]*Tool{}
+	}
+	if s.Blobs == nil {
+		s.Blobs = map[string][]byte{}
+	}
+	if s.Profiles == nil {
+		s.Profiles = map[string]*Profile{}
+	}
+	if s.Sessions == nil {
+		s.Sessions = map[string]*Session{}
+	}
+	for _, se := range s.Sessions {
+		if se.Agents == nil {
+			se.Agents = map[string]*Agent{}
+		}
+	}
+	s.refs = map[string]int{}
+	for _, t := range s.Tools {
+		if t.ExecHash != "" {
+			s.refs[t.ExecHash]++
+		}
+	}
+}
+
+// setTool stores t (nil removes name), keeping blob reference counts and
+// dropping blobs no tool refers to any more.
+func (s *state) setTool(name string, t *Tool) {
+	if old, ok := s.Tools[name]; ok && old.ExecHash != "" {
+		s.refs[old.ExecHash]--
+		if s.refs[old.ExecHash] <= 0 && (t == nil || t.ExecHash != old.ExecHash) {
+			delete(s.refs, old.ExecHash)
+			delete(s.Blobs, old.ExecHash)
+		}
+	}
+	if t == nil {
+		delete(s.Tools, name)
+		return
+	}
+	if t.ExecHash != "" {
+		s.refs[t.ExecHash]++
+	}
+	s.Tools[name] = t
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
