@@ -1,0 +1,91 @@
+package p9
+
+import (
+	"context"
+	"errors"
+)
+
+// Sentinel errors the tree maps to 9P error messages. A Backend may wrap
+// them with %w to add the name of what was not found.
+var (
+	// ErrNotFound: the named tool, profile, session or agent does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrExists: a session or agent with that name already exists.
+	ErrExists = errors.New("already exists")
+)
+
+// ToolEntry is one line of t/idx: a tool visible on this node.
+type ToolEntry struct {
+	Name        string
+	Description string
+}
+
+// Event is one line of the events file: "INDEX KIND NAME".
+type Event struct {
+	Index uint64
+	Kind  string // tool+, tool-, agent+, agent-, load, unload, node+, node-
+	Name  string
+}
+
+// Backend is what the tree serves. The node implements it; p9 imports
+// neither raftfsm nor cluster. Every method is safe for concurrent use and
+// returns errors whose text is a sentence a person can act on; the tree
+// sends that text as the 9P error.
+type Backend interface {
+	// ToolIndex lists the tools visible on this node, sorted by name.
+	ToolIndex() []ToolEntry
+	// ToolNames lists every tool published to the cluster, sorted.
+	ToolNames() []string
+	// ToolMeta returns the metadata of a published tool as published.
+	ToolMeta(name string) ([]byte, bool)
+	// ToolExecutable returns the published executable of a tool, if any.
+	ToolExecutable(name string) ([]byte, bool)
+	// ToolDoc returns the full documentation of a tool (the tools file).
+	ToolDoc(name string) (string, error)
+
+	// ProfileNames lists the published agent profiles, sorted.
+	ProfileNames() []string
+	// Profile returns a profile as published.
+	Profile(name string) ([]byte, bool)
+
+	// Events returns the events with an index greater than after, blocking
+	// until there is at least one or ctx is done (then it returns nil, nil).
+	// LastEvent is the index of the newest event, where a new reader starts.
+	Events(ctx context.Context, after uint64) ([]Event, error)
+	LastEvent() uint64
+
+	// NodeInfo is the text of the node file; Members of cluster/members.
+	NodeInfo() string
+	Members() string
+	// Where lists the nodes that can run a tool, one a line.
+	Where(tool string) (string, error)
+
+	// Sessions lists session names, sorted.
+	Sessions() []string
+	// NewSession creates a session from the text written to session/new
+	// ("name=S [agent=PROFILE] [cwd=DIR]") and returns its name.
+	NewSession(spec string) (string, error)
+	// KillSession removes a session and its agents.
+	KillSession(session string) error
+	// Agents lists the agents of a session, sorted; ErrNotFound if the
+	// session does not exist.
+	Agents(session string) ([]string, error)
+	// NewAgent creates an agent from "name=A [profile=P]".
+	NewAgent(session, spec string) (string, error)
+	// KillAgent removes an agent.
+	KillAgent(session, agent string) error
+	// Loaded is the agent's loaded set in load order; Rev its revision.
+	Loaded(session, agent string) ([]string, error)
+	Rev(session, agent string) (uint64, error)
+	// Load and Unload change the loaded set.
+	Load(session, agent string, names []string) error
+	Unload(session, agent string, names []string) error
+	// ToolsAll is the answer of tools_all: every tool the cluster knows,
+	// NAME<TAB>description<TAB>nodes, one a line.
+	ToolsAll() string
+	// Preamble is the agent's tool preamble.
+	Preamble(session, agent string) (string, error)
+	// Call runs a tool (or a built-in) for an agent and returns its
+	// standard output. args is a JSON object.
+	Call(ctx context.Context, session, agent, tool string, args []byte) ([]byte, error)
+}

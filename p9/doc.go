@@ -1,0 +1,72 @@
+// Package p9 serves the toolnode tree over 9P2000 (DESIGN §3): the same
+// tree on every node, built from a Backend the node implements.
+//
+// # What it owns
+//
+// The package owns the 9P connection loop and the tree. It uses the
+// message types, parsers and Compose of github.com/knusbaum/go9p/proto and
+// nothing else of that library: the listener, the per-connection reader,
+// workers and writer, the fid and tag tables and the frame checks are its
+// own, because a server others connect to must survive any byte stream.
+//
+//   - Frames: a size below 7 or above the negotiated msize (MaxMsize
+//     before Tversion) closes that connection with a logged reason. Every
+//     other frame is checked field by field before the parser sees it; a
+//     malformed body, a reply or an unknown type gets an Rerror with its
+//     tag, and the connection goes on. The parser runs under recover.
+//   - Concurrency: one reader per connection, at most MaxInflight requests
+//     in flight (a worker each, workers reused), responses written one at a
+//     time through a buffered writer that the last queued responder
+//     flushes, so a burst goes out in one batch. When every slot is busy
+//     the reader stops reading, so TCP slows a flooding client and the
+//     server's memory stays bounded; other connections are not affected.
+//     A Tflush sent while every slot is busy is read once a slot frees.
+//   - Tflush cancels the request's context and waits until its response is
+//     queued, then answers Rflush. Tversion aborts the session: in-flight
+//     requests are cancelled and answered, every fid is clunked.
+//   - Fids belong to one connection. Each open fid has a handle; a handle
+//     is closed exactly once, at Tclunk, Tremove, Tversion or the end of
+//     the connection, so no per-fid state outlives its connection.
+//
+// # Files
+//
+// Read-only files are generated at open and served from that snapshot; a
+// read at offset 0 after other reads generates them again. Directories are
+// read in whole stat entries at offset 0 or where the last read ended.
+// Stat shows length 0, mtime = server start, owner Options.Owner, and a
+// qid whose path is a hash of the file's path.
+//
+// Files that answer a write (tools, cluster/where, session/new,
+// session/S/agent/new, session/S/ctl, agent/A/ctl, agent/A/tools, call)
+// run the written text when the write returns, and keep the answer on that
+// fid for reads from offset 0, as plan9port's "9p rdwr" reads it. Each
+// non-blank line is one command, run in order, stopping at the first
+// error; the answer is the lines' answers concatenated. A failed command
+// is an error on the write, and clears the fid's answer. A read before any
+// write returns a usage line (agent/A/tools: the loaded list).
+//
+// Answers of agent/A/ctl: "tool_load NAME" answers "loaded NAME",
+// "tool_unload NAME" answers "unloaded NAME", "kill" answers
+// "killed agent A", "tools_all" answers Backend.ToolsAll. A write to
+// agent/A/tools loads every name written, one a line, and answers the
+// loaded list.
+//
+// call accumulates writes at their offsets (a write at offset 0 starts a
+// new request) until the text is "NAME" or "NAME JSON" with a whole JSON
+// object, then runs it; the tool's output is the answer, byte for byte.
+// A request over 1 MiB is an error. A read while the JSON is incomplete is
+// an error that says so.
+//
+// events starts each fid at Backend.LastEvent; a read returns whole
+// "INDEX KIND NAME" lines, waits up to Options.EventWait for one, and
+// returns 0 bytes when none came.
+//
+// Session names "new" and "idx" and an agent named "new" are shadowed by
+// the fixed files of their directories, and a tool named "idx" by t/idx;
+// the Backend should refuse them. t/ and a/ are read-only for now.
+//
+// # What it must not touch
+//
+// p9 imports neither raftfsm, cluster nor registry: everything it serves
+// comes through Backend, whose error texts it passes on as they are.
+package p9

@@ -1,0 +1,667 @@
+package p9
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// openHandle makes the per-fid state of an opened node. Read-only files
+// take their snapshot here, so an open of a file that cannot be read (a
+// killed agent's preamble) fails at the open.
+func (s *Server) openHandle(n *node) (handle, error) {
+	b := s.b
+	switch n.kind {
+	case kRoot, kTDir, kADir, kClusterDir, kSessionDir, kSession, kAgentDir, kAgent:
+		return newDirHandle(s, n)
+	case kTIdx:
+		return newSnapshot(func() ([]byte, error) {
+			var buf []byte
+			for _, e := range b.ToolIndex() {
+				buf = append(buf, e.Name...)
+				buf = append(buf, '\t')
+				buf = append(buf, oneLine(e.Description)...)
+				buf = append(buf, '\n')
+			}
+			return buf, nil
+		})
+	case kTMeta:
+		return newSnapshot(func() ([]byte, error) {
+			meta, ok := b.ToolMeta(n.arg)
+			if !ok {
+				return nil, fmt.Errorf("no tool %q in the cluster", n.arg)
+			}
+			return withNewline(meta), nil
+		})
+	case kTExec:
+		return newSnapshot(func() ([]byte, error) {
+			exe, ok := b.ToolExecutable(n.arg)
+			if !ok {
+				return nil, fmt.Errorf("tool %q has no published executable", n.arg)
+			}
+			return exe, nil
+		})
+	case kProfile:
+		return newSnapshot(func() ([]byte, error) {
+			p, ok := b.Profile(n.arg)
+			if !ok {
+				return nil, fmt.Errorf("no agent profile %q in the cluster", n.arg)
+			}
+			return withNewline(p), nil
+		})
+	case kNode:
+		return newSnapshot(func() ([]byte, error) { return withNewline([]byte(b.NodeInfo())), nil })
+	case kMembers:
+		return newSnapshot(func() ([]byte, error) { return withNewline([]byte(b.Members())), nil })
+	case kSessIdx:
+		return newSnapshot(func() ([]byte, error) { return lines(b.Sessions()), nil })
+	case kLoaded:
+		return newSnapshot(func() ([]byte, error) {
+			l, err := b.Loaded(n.sess, n.agent)
+			return lines(l), agentErr(n, err)
+		})
+	case kRev:
+		return newSnapshot(func() ([]byte, error) {
+			rev, err := b.Rev(n.sess, n.agent)
+			if err != nil {
+				return nil, agentErr(n, err)
+			}
+			return strconv.AppendUint(make([]byte, 0, 8), rev, 10), nil
+		}, '\n')
+	case kPreamble:
+		return newSnapshot(func() ([]byte, error) {
+			p, err := b.Preamble(n.sess, n.agent)
+			return withNewline([]byte(p)), agentErr(n, err)
+		})
+	case kEvents:
+		return newEvents(s), nil
+	case kCall:
+		return newCall(s, n), nil
+	case kTools:
+		return &answer{
+			usage: constUsage("write a tool name, then read its documentation on the same fid\n"),
+			run: perLine(func(_ *req, name string) ([]byte, error) {
+				doc, err := b.ToolDoc(name)
+				return withNewline([]byte(doc)), notFound(err, "no tool %q in the cluster", name)
+			}),
+		}, nil
+	case kWhere:
+		return &answer{
+			usage: constUsage("write a tool name, then read the nodes that can run it on the same fid\n"),
+			run: perLine(func(_ *req, name string) ([]byte, error) {
+				w, err := b.Where(name)
+				return withNewline([]byte(w)), notFound(err, "no tool %q in the cluster", name)
+			}),
+		}, nil
+	case kSessNew:
+		return &answer{
+			usage: constUsage(`write "name=S [agent=PROFILE] [cwd=DIR]", then read the session name on the same fid` + "\n"),
+			run: perLine(func(_ *req, spec string) ([]byte, error) {
+				if err := checkSpec(spec, `"name=S [agent=PROFILE] [cwd=DIR]"`, "agent", "cwd"); err != nil {
+					return nil, err
+				}
+				name, err := b.NewSession(spec)
+				if err != nil {
+					return nil, err
+				}
+				return []byte(name + "\n"), nil
+			}),
+		}, nil
+	case kAgentNew:
+		return &answer{
+			usage: constUsage(`write "name=A [profile=P]", then read the agent name on the same fid` + "\n"),
+			run: perLine(func(_ *req, spec string) ([]byte, error) {
+				if err := checkSpec(spec, `"name=A [profile=P]"`, "profile"); err != nil {
+					return nil, err
+				}
+				name, err := b.NewAgent(n.sess, spec)
+				if err != nil {
+					return nil, sessionErr(n.sess, err)
+				}
+				return []byte(name + "\n"), nil
+			}),
+		}, nil
+	case kSessCtl:
+		return &answer{
+			usage: constUsage("write \"kill\"\n"),
+			run: perLine(func(_ *req, cmd string) ([]byte, error) {
+				if cmd != "kill" {
+					return nil, fmt.Errorf("unknown command %q: session/%s/ctl takes \"kill\"", cmd, n.sess)
+				}
+				if err := b.KillSession(n.sess); err != nil {
+					return nil, sessionErr(n.sess, err)
+				}
+				return []byte("killed session " + n.sess + "\n"), nil
+			}),
+		}, nil
+	case kAgentCtl:
+		return &answer{
+			usage: constUsage(ctlUsage + "\n"),
+			run:   perLine(func(_ *req, cmd string) ([]byte, error) { return agentCtl(b, n, cmd) }),
+		}, nil
+	case kAgentTools:
+		loaded := func() ([]byte, error) {
+			l, err := b.Loaded(n.sess, n.agent)
+			return lines(l), agentErr(n, err)
+		}
+		return &answer{
+			usage: loaded,
+			run: func(_ *req, names []string) ([]byte, error) {
+				if err := b.Load(n.sess, n.agent, names); err != nil {
+					return nil, agentErr(n, err)
+				}
+				return loaded()
+			},
+		}, nil
+	}
+	return nil, fmt.Errorf("%s cannot be opened", n.path)
+}
+
+const ctlUsage = `write "tool_load NAME", "tool_unload NAME", "tools_all" or "kill"`
+
+// agentCtl runs one command written to session/S/agent/A/ctl. tool_load
+// and tool_unload answer "loaded NAME" and "unloaded NAME", kill answers
+// "killed agent A", tools_all answers the cluster's catalog.
+func agentCtl(b Backend, n *node, line string) ([]byte, error) {
+	f := strings.Fields(line)
+	switch f[0] {
+	case "tool_load", "tool_unload":
+		if len(f) < 2 {
+			return nil, fmt.Errorf("%s needs a tool name: %s NAME", f[0], f[0])
+		}
+		var err error
+		verb := "loaded"
+		if f[0] == "tool_load" {
+			err = b.Load(n.sess, n.agent, f[1:])
+		} else {
+			err = b.Unload(n.sess, n.agent, f[1:])
+			verb = "unloaded"
+		}
+		if err != nil {
+			return nil, agentErr(n, err)
+		}
+		var out []byte
+		for _, name := range f[1:] {
+			out = append(out, verb+" "+name+"\n"...)
+		}
+		return out, nil
+	case "tools_all":
+		if len(f) > 1 {
+			return nil, errors.New("tools_all takes no argument")
+		}
+		return withNewline([]byte(b.ToolsAll())), nil
+	case "kill":
+		if len(f) > 1 {
+			return nil, errors.New("kill takes no argument")
+		}
+		if err := b.KillAgent(n.sess, n.agent); err != nil {
+			return nil, agentErr(n, err)
+		}
+		return []byte("killed agent " + n.agent + "\n"), nil
+	}
+	return nil, fmt.Errorf("unknown command %q: %s", f[0], ctlUsage)
+}
+
+// checkSpec checks a "name=X [key=V]..." line before the Backend sees it,
+// so a mistyped line gets the usage in its error.
+func checkSpec(spec, usage string, keys ...string) error {
+	hasName := false
+	for _, f := range strings.Fields(spec) {
+		k, v, ok := strings.Cut(f, "=")
+		switch {
+		case !ok || v == "":
+			return fmt.Errorf("%q is not KEY=VALUE: write %s", f, usage)
+		case k == "name":
+			hasName = true
+		case !contains(keys, k):
+			return fmt.Errorf("unknown key %q: write %s", k, usage)
+		}
+	}
+	if !hasName {
+		return fmt.Errorf("no name given: write %s", usage)
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// notFound replaces the bare ErrNotFound by a sentence; a Backend error
+// that already says more is kept as is.
+func notFound(err error, format string, args ...any) error {
+	if err != nil && err.Error() == ErrNotFound.Error() {
+		return fmt.Errorf(format, args...)
+	}
+	return err
+}
+
+// agentErr is notFound for the agent of n.
+func agentErr(n *node, err error) error {
+	return notFound(err, "agent %q does not exist in session %q", n.agent, n.sess)
+}
+
+// lines renders a list one a line; an empty list is an empty file.
+func lines(l []string) []byte {
+	var buf []byte
+	for _, s := range l {
+		buf = append(buf, s...)
+		buf = append(buf, '\n')
+	}
+	return buf
+}
+
+// withNewline ends non-empty text with a newline.
+func withNewline(b []byte) []byte {
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		return append(b[:len(b):len(b)], '\n')
+	}
+	return b
+}
+
+func oneLine(s string) string {
+	return strings.NewReplacer("\n", " ", "\t", " ").Replace(s)
+}
+
+// window returns the part of data a read at off for count bytes sees.
+func window(data []byte, off uint64, count uint32) []byte {
+	if off >= uint64(len(data)) {
+		return nil
+	}
+	data = data[off:]
+	if uint64(len(data)) > uint64(count) {
+		data = data[:count]
+	}
+	return data
+}
+
+var (
+	_ handle = (*snapshot)(nil)
+	_ handle = (*dirHandle)(nil)
+	_ handle = (*answer)(nil)
+	_ handle = (*call)(nil)
+	_ handle = (*events)(nil)
+)
+
+// snapshot is a read-only generated file. Its text is made at open and
+// made again by a read at offset 0 that follows other reads, so a reader
+// paging through it sees one consistent text and a reader that starts
+// over sees the present. Reads are serialized by mu.
+type snapshot struct {
+	gen   func() ([]byte, error)
+	mu    sync.Mutex
+	data  []byte
+	fresh bool // made at open and not yet read
+}
+
+// newSnapshot makes a snapshot file; suffix, if given, is appended to
+// every text generated.
+func newSnapshot(gen func() ([]byte, error), suffix ...byte) (*snapshot, error) {
+	if len(suffix) > 0 {
+		inner := gen
+		gen = func() ([]byte, error) {
+			b, err := inner()
+			return append(b, suffix...), err
+		}
+	}
+	data, err := gen()
+	if err != nil {
+		return nil, err
+	}
+	return &snapshot{gen: gen, data: data, fresh: true}, nil
+}
+
+func (f *snapshot) read(_ *req, off uint64, count uint32) ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if off == 0 && !f.fresh {
+		data, err := f.gen()
+		if err != nil {
+			return nil, err
+		}
+		f.data = data
+	}
+	f.fresh = false
+	return window(f.data, off, count), nil
+}
+
+func (f *snapshot) write(*req, uint64, []byte) (int, error) {
+	return 0, errors.New("file is read-only")
+}
+func (f *snapshot) truncate() {}
+func (f *snapshot) close()    {}
+
+// dirHandle is an open directory: a snapshot of its entries, served in
+// whole entries at the offsets where earlier reads ended. Reads are
+// serialized by mu.
+type dirHandle struct {
+	s     *Server
+	n     *node
+	mu    sync.Mutex
+	data  []byte
+	ends  []int // end offset of each entry in data
+	fresh bool
+}
+
+func newDirHandle(s *Server, n *node) (*dirHandle, error) {
+	d := &dirHandle{s: s, n: n}
+	if err := d.fill(); err != nil {
+		return nil, err
+	}
+	d.fresh = true
+	return d, nil
+}
+
+func (d *dirHandle) fill() error {
+	kids, err := children(d.s.b, d.n)
+	if err != nil {
+		return err
+	}
+	d.data, d.ends = d.data[:0], d.ends[:0]
+	for _, k := range kids {
+		st := d.s.stat(k)
+		d.data = append(d.data, st.Compose()...)
+		d.ends = append(d.ends, len(d.data))
+	}
+	return nil
+}
+
+func (d *dirHandle) read(_ *req, off uint64, count uint32) ([]byte, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if off == 0 && !d.fresh {
+		if err := d.fill(); err != nil {
+			return nil, err
+		}
+	}
+	d.fresh = false
+	if off >= uint64(len(d.data)) {
+		return nil, nil
+	}
+	i := 0
+	if off > 0 {
+		// off must be where an entry ends.
+		i = sort.SearchInts(d.ends, int(off))
+		if i == len(d.ends) || d.ends[i] != int(off) {
+			return nil, fmt.Errorf("directory read at offset %d: offsets must be 0 or where the previous read ended", off)
+		}
+		i++
+	}
+	start := int(off)
+	end := start
+	for ; i < len(d.ends) && d.ends[i]-start <= int(count); i++ {
+		end = d.ends[i]
+	}
+	if end == start {
+		return nil, fmt.Errorf("directory read of %d bytes is too small for the next entry", count)
+	}
+	return d.data[start:end], nil
+}
+
+func (d *dirHandle) write(*req, uint64, []byte) (int, error) {
+	return 0, errIsDir(d.n)
+}
+func (d *dirHandle) truncate() {}
+func (d *dirHandle) close()    {}
+
+// answer is a file that answers writes: each write runs its lines as
+// commands when it returns, and reads on the same fid from offset 0
+// return the answer. A failed write clears the answer, so the next read
+// shows the usage again. Reads and writes are serialized by mu; a write
+// holds it while its commands run.
+type answer struct {
+	usage func() ([]byte, error)                       // read before any write
+	run   func(r *req, lines []string) ([]byte, error) // the non-blank lines of one write
+
+	mu     sync.Mutex
+	data   []byte
+	has    bool // data is an answer
+	usaged bool // data is the usage text, made by a read at offset 0
+}
+
+func constUsage(text string) func() ([]byte, error) {
+	b := []byte(text)
+	return func() ([]byte, error) { return b, nil }
+}
+
+// perLine runs one command per line, in order, and stops at the first
+// error; the answer is the answers of the lines, concatenated.
+func perLine(cmd func(r *req, line string) ([]byte, error)) func(*req, []string) ([]byte, error) {
+	return func(r *req, lines []string) ([]byte, error) {
+		var out []byte
+		for _, l := range lines {
+			b, err := cmd(r, l)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, b...)
+		}
+		return out, nil
+	}
+}
+
+// commandLines splits written text into its non-blank lines, trimmed.
+func commandLines(data []byte) []string {
+	var out []string
+	for l := range strings.SplitSeq(string(data), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func (a *answer) write(r *req, _ uint64, data []byte) (int, error) {
+	cmds := commandLines(data)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(cmds) == 0 {
+		return len(data), nil
+	}
+	out, err := a.run(r, cmds)
+	if err != nil {
+		a.data, a.has, a.usaged = nil, false, false
+		return 0, err
+	}
+	a.data, a.has, a.usaged = out, true, false
+	return len(data), nil
+}
+
+func (a *answer) read(_ *req, off uint64, count uint32) ([]byte, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.has && (off == 0 || !a.usaged) {
+		u, err := a.usage()
+		if err != nil {
+			return nil, err
+		}
+		a.data, a.usaged = u, true
+	}
+	return window(a.data, off, count), nil
+}
+
+func (a *answer) truncate() {}
+func (a *answer) close()    {}
+
+// callLimit caps the text of one call request.
+const callLimit = 1 << 20
+
+// call is session/S/agent/A/call. Writes accumulate at their offsets
+// until the text is a whole request, "NAME" or "NAME JSON", which then
+// runs; its output is the answer, byte for byte. Reads and writes are
+// serialized by lock, held while a call runs; a request waiting for it
+// stops when flushed, and close cancels the running call.
+type call struct {
+	s *Server
+	n *node
+
+	lock    chan struct{} // a mutex a flushed request can stop waiting for
+	pending []byte        // an incomplete request
+	base    uint64        // offset of pending[0]
+	out     []byte
+	has     bool
+
+	ctx    context.Context // cancelled by close: a clunk stops the call
+	cancel context.CancelFunc
+}
+
+func newCall(s *Server, n *node) *call {
+	ctx, cancel := context.WithCancel(s.ctx)
+	return &call{s: s, n: n, lock: make(chan struct{}, 1), ctx: ctx, cancel: cancel}
+}
+
+const callUsage = `write "NAME [JSON-ARGS]", then read the tool's output on the same fid` + "\n"
+
+// acquire takes the call's lock unless the request is cancelled first.
+func acquire(lock chan struct{}, r *req) error {
+	select {
+	case lock <- struct{}{}:
+		return nil
+	default:
+	}
+	ctx := r.context()
+	select {
+	case lock <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return errors.New("request interrupted")
+	}
+}
+
+func (c *call) write(r *req, off uint64, data []byte) (int, error) {
+	if err := acquire(c.lock, r); err != nil {
+		return 0, err
+	}
+	defer func() { <-c.lock }()
+
+	end := c.base + uint64(len(c.pending))
+	switch {
+	case len(c.pending) == 0 || off == 0:
+		c.pending, c.base = c.pending[:0], off
+	case off > c.base && off < end:
+		c.pending = c.pending[:off-c.base] // a client writing again
+	case off != end:
+		c.pending = nil
+		return 0, fmt.Errorf("write at offset %d does not continue the call request, which ends at offset %d", off, end)
+	}
+	if len(c.pending)+len(data) > callLimit {
+		c.pending = nil
+		return 0, errors.New("call arguments are limited to 1 MiB")
+	}
+	first := len(c.pending) == 0
+	c.pending = append(c.pending, data...)
+
+	name, args, err := parseCall(c.pending, first)
+	switch {
+	case err == errIncomplete:
+		return len(data), nil
+	case err != nil:
+		c.pending, c.out, c.has = nil, nil, false
+		return 0, err
+	case name == "":
+		c.pending = c.pending[:0] // blank: nothing to run
+		return len(data), nil
+	}
+	c.pending = nil
+	ctx, stop := mergeCancel(r.context(), c.ctx)
+	defer stop()
+	out, err := c.s.b.Call(ctx, c.n.sess, c.n.agent, name, args)
+	if err != nil {
+		c.out, c.has = nil, false
+		return 0, agentErr(c.n, err)
+	}
+	c.out, c.has = out, true
+	return len(data), nil
+}
+
+func (c *call) read(r *req, off uint64, count uint32) ([]byte, error) {
+	if err := acquire(c.lock, r); err != nil {
+		return nil, err
+	}
+	defer func() { <-c.lock }()
+	if len(c.pending) > 0 {
+		name, _, _ := parseCall(c.pending, false)
+		return nil, fmt.Errorf("the call request for %q is incomplete: its JSON arguments (%d bytes so far) do not parse; write the rest", name, len(c.pending))
+	}
+	if !c.has {
+		return window([]byte(callUsage), off, count), nil
+	}
+	return window(c.out, off, count), nil
+}
+
+func (c *call) truncate() {
+	select {
+	case c.lock <- struct{}{}:
+		c.pending = nil
+		<-c.lock
+	default: // a call is running; a truncation does not stop it
+	}
+}
+
+func (c *call) close() { c.cancel() }
+
+var errIncomplete = errors.New("incomplete call request")
+
+// parseCall splits "NAME [JSON]" into the name and the arguments ("{}"
+// when absent). It returns errIncomplete while the JSON is a prefix of a
+// value, and an empty name for blank text. An object is whole only when
+// its last byte is '}', so the JSON is parsed then, and for the first
+// write of a request (to refuse a malformed one-write request at once);
+// the pieces of a large request written in parts are not each reparsed.
+func parseCall(text []byte, first bool) (string, []byte, error) {
+	text = bytes.TrimSpace(text)
+	if len(text) == 0 {
+		return "", nil, nil
+	}
+	i := bytes.IndexFunc(text, isSpace)
+	if i < 0 {
+		return string(text), []byte("{}"), nil
+	}
+	name := string(text[:i])
+	args := bytes.TrimSpace(text[i:])
+	if args[0] != '{' {
+		return "", nil, fmt.Errorf("the arguments of %s must be a JSON object, like {\"key\":\"value\"}", name)
+	}
+	if !first && args[len(args)-1] != '}' {
+		return name, nil, errIncomplete
+	}
+	if err := jsonComplete(args); err != nil {
+		if err == errIncomplete {
+			return name, nil, err
+		}
+		return "", nil, fmt.Errorf("the arguments of %s are not valid JSON: %v", name, err)
+	}
+	return name, args, nil
+}
+
+func isSpace(r rune) bool { return r == ' ' || r == '\t' || r == '\n' || r == '\r' }
+
+// jsonComplete reports whether text is one whole JSON value: nil if it
+// is, errIncomplete if it is the beginning of one, another error if it can
+// never become one.
+func jsonComplete(text []byte) error {
+	if json.Valid(text) {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(text))
+	var v json.RawMessage
+	if err := dec.Decode(&v); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			return errIncomplete
+		}
+		return err
+	}
+	return errors.New("there is text after the JSON value")
+}

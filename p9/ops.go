@@ -1,0 +1,429 @@
+package p9
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/knusbaum/go9p/proto"
+)
+
+// fid is one fid of a connection: a node and, once opened, a handle that
+// holds the per-fid state (a snapshot, an answer, a call in progress).
+type fid struct {
+	n *node
+
+	mu    sync.Mutex
+	h     handle // nil until opened, and again once released
+	omode proto.Mode
+	gone  bool // clunked, removed or reset: never opened again
+}
+
+// handle is the state of an open fid. Its methods may be called
+// concurrently (a client may pipeline reads on one fid) and after close,
+// and must then fail or do nothing.
+type handle interface {
+	// read returns at most count bytes at off.
+	read(r *req, off uint64, count uint32) ([]byte, error)
+	// write takes data written at off and returns how much was taken.
+	write(r *req, off uint64, data []byte) (int, error)
+	// truncate is a Twstat to length 0 on the fid.
+	truncate()
+	// close releases the handle. It is called exactly once.
+	close()
+}
+
+// release closes f's handle, once, and marks f gone.
+func (s *Server) release(f *fid) {
+	f.mu.Lock()
+	h := f.h
+	f.h = nil
+	f.gone = true
+	f.mu.Unlock()
+	if h != nil {
+		h.close()
+		s.handles.Add(-1)
+	}
+}
+
+func (f *fid) handle() (handle, proto.Mode) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.h, f.omode
+}
+
+// Errors about fids and messages. They are protocol errors a client
+// library, not a person, normally sees.
+func errNoFid(id uint32) error { return fmt.Errorf("fid %d is not in use on this connection", id) }
+func errFidInUse(id uint32) error {
+	return fmt.Errorf("fid %d is already in use on this connection", id)
+}
+func errNotOpen(id uint32) error { return fmt.Errorf("fid %d is not open", id) }
+func errIsOpen(id uint32) error  { return fmt.Errorf("fid %d is open; walk from an unopened fid", id) }
+func errReadOnly(n *node) error  { return fmt.Errorf("permission denied: %s is read-only", n.path) }
+func errWriteOnly(n *node) error { return fmt.Errorf("permission denied: %s is write-only", n.path) }
+func errIsDir(n *node) error     { return fmt.Errorf("%s is a directory: it can only be read", n.path) }
+func errNoAuth() error           { return errors.New("authentication not required") }
+func errNotForReading(id uint32) error {
+	return fmt.Errorf("fid %d was not opened for reading", id)
+}
+func errNotForWriting(id uint32) error {
+	return fmt.Errorf("fid %d was not opened for writing", id)
+}
+
+func (c *conn) getFid(id uint32) (*fid, error) {
+	c.mu.Lock()
+	f := c.fids[id]
+	c.mu.Unlock()
+	if f == nil {
+		return nil, errNoFid(id)
+	}
+	return f, nil
+}
+
+// handle serves one request and returns its response.
+func (c *conn) handle(r *req) (b []byte) {
+	defer func() {
+		if v := recover(); v != nil {
+			c.logf("panic serving %s: %v", r.fc, v)
+			b = c.rerror(r.tag, errors.New("internal server error"))
+		}
+	}()
+	var err error
+	switch fc := r.fc.(type) {
+	case *proto.TRead:
+		b, err = c.read(r, fc)
+	case *proto.TWalk:
+		b, err = c.walk(fc)
+	case *proto.TOpen:
+		b, err = c.open(fc)
+	case *proto.TClunk:
+		b, err = c.clunk(fc)
+	case *proto.TWrite:
+		b, err = c.write(r, fc)
+	case *proto.TStat:
+		b, err = c.statFid(fc)
+	case *proto.TWstat:
+		b, err = c.wstat(fc)
+	case *proto.TFlush:
+		return c.flush(r, fc.Oldtag)
+	case *proto.TAttach:
+		b, err = c.attach(fc)
+	case *proto.TAuth:
+		err = errNoAuth()
+	case *proto.TCreate:
+		err = c.create(fc)
+	case *proto.TRemove:
+		err = c.remove(fc)
+	default:
+		err = fmt.Errorf("message %T is not a request this server serves", fc)
+	}
+	if err != nil {
+		return c.rerror(r.tag, err)
+	}
+	return b
+}
+
+func (c *conn) attach(fc *proto.TAttach) ([]byte, error) {
+	if fc.Afid != noFid {
+		return nil, errNoAuth()
+	}
+	c.mu.Lock()
+	_, used := c.fids[fc.Fid]
+	if !used {
+		c.fids[fc.Fid] = &fid{n: rootNode}
+	}
+	c.mu.Unlock()
+	if used {
+		return nil, errFidInUse(fc.Fid)
+	}
+	m := proto.RAttach{Header: proto.Header{Type: proto.Rattach, Tag: fc.Tag}, Qid: rootNode.qid}
+	return m.Compose(), nil
+}
+
+// walk follows 9P: a failure at the first name is an error; a failure
+// later returns the qids walked so far and leaves newfid unset.
+func (c *conn) walk(fc *proto.TWalk) ([]byte, error) {
+	f, err := c.getFid(fc.Fid)
+	if err != nil {
+		return nil, err
+	}
+	if h, _ := f.handle(); h != nil {
+		return nil, errIsOpen(fc.Fid)
+	}
+	if fc.Newfid != fc.Fid {
+		c.mu.Lock()
+		_, used := c.fids[fc.Newfid]
+		c.mu.Unlock()
+		if used {
+			return nil, errFidInUse(fc.Newfid)
+		}
+	}
+	n := f.n
+	var qids []proto.Qid
+	if len(fc.Wname) > 0 {
+		qids = make([]proto.Qid, 0, len(fc.Wname))
+	}
+	for i, name := range fc.Wname {
+		next, err := walk1(c.s.b, n, name)
+		if err != nil {
+			if i == 0 {
+				return nil, err
+			}
+			break
+		}
+		n = next
+		qids = append(qids, n.qid)
+	}
+	if len(qids) == len(fc.Wname) {
+		c.mu.Lock()
+		err = c.bindWalked(fc, f, n)
+		c.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+	}
+	m := proto.RWalk{Header: proto.Header{Type: proto.Rwalk, Tag: fc.Tag}, Nwqid: uint16(len(qids)), Wqid: qids}
+	return m.Compose(), nil
+}
+
+// bindWalked sets newfid to the walked node; c.mu is held. A fid walked
+// onto itself is replaced by a new, unopened fid.
+func (c *conn) bindWalked(fc *proto.TWalk, f *fid, n *node) error {
+	if fc.Newfid != fc.Fid {
+		if _, used := c.fids[fc.Newfid]; used {
+			return errFidInUse(fc.Newfid)
+		}
+		c.fids[fc.Newfid] = &fid{n: n}
+		return nil
+	}
+	if c.fids[fc.Fid] != f {
+		return errNoFid(fc.Fid)
+	}
+	f.mu.Lock()
+	open := f.h != nil
+	f.mu.Unlock()
+	if open {
+		return errIsOpen(fc.Fid)
+	}
+	c.fids[fc.Fid] = &fid{n: n}
+	return nil
+}
+
+func (c *conn) open(fc *proto.TOpen) ([]byte, error) {
+	f, err := c.getFid(fc.Fid)
+	if err != nil {
+		return nil, err
+	}
+	n := f.n
+	mode := fc.Mode
+	if mode&proto.Orclose != 0 {
+		return nil, fmt.Errorf("%s cannot be removed, so it cannot be opened with ORCLOSE", n.path)
+	}
+	rw := mode & 3
+	wantRead := rw == proto.Oread || rw == proto.Ordwr || rw == proto.Oexec
+	wantWrite := rw == proto.Owrite || rw == proto.Ordwr || mode&proto.Otrunc != 0
+	if n.isDir() && wantWrite {
+		return nil, errIsDir(n)
+	}
+	if wantWrite && !n.writable() {
+		return nil, errReadOnly(n)
+	}
+	if wantRead && !n.readable() {
+		return nil, errWriteOnly(n)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.gone {
+		return nil, errNoFid(fc.Fid)
+	}
+	if f.h != nil {
+		return nil, fmt.Errorf("fid %d is already open", fc.Fid)
+	}
+	h, err := c.s.openHandle(n)
+	if err != nil {
+		return nil, err
+	}
+	f.h, f.omode = h, mode
+	c.s.handles.Add(1)
+	m := proto.ROpen{Header: proto.Header{Type: proto.Ropen, Tag: fc.Tag}, Qid: n.qid, Iounit: c.msize.Load() - ioHdrSize}
+	return m.Compose(), nil
+}
+
+func (c *conn) read(r *req, fc *proto.TRead) ([]byte, error) {
+	f, err := c.getFid(fc.Fid)
+	if err != nil {
+		return nil, err
+	}
+	h, mode := f.handle()
+	if h == nil {
+		return nil, errNotOpen(fc.Fid)
+	}
+	if mode&3 == proto.Owrite {
+		return nil, errNotForReading(fc.Fid)
+	}
+	count := min(fc.Count, c.msize.Load()-ioHdrSize)
+	data, err := h.read(r, fc.Offset, count)
+	if err != nil {
+		return nil, err
+	}
+	if uint32(len(data)) > count {
+		data = data[:count]
+	}
+	m := proto.RRead{Header: proto.Header{Type: proto.Rread, Tag: fc.Tag}, Count: uint32(len(data)), Data: data}
+	return m.Compose(), nil
+}
+
+func (c *conn) write(r *req, fc *proto.TWrite) ([]byte, error) {
+	f, err := c.getFid(fc.Fid)
+	if err != nil {
+		return nil, err
+	}
+	h, mode := f.handle()
+	if h == nil {
+		return nil, errNotOpen(fc.Fid)
+	}
+	if rw := mode & 3; rw != proto.Owrite && rw != proto.Ordwr {
+		return nil, errNotForWriting(fc.Fid)
+	}
+	if iounit := c.msize.Load() - ioHdrSize; uint32(len(fc.Data)) > iounit {
+		return nil, fmt.Errorf("write of %d bytes is larger than the iounit, %d", len(fc.Data), iounit)
+	}
+	n, err := h.write(r, fc.Offset, fc.Data)
+	if err != nil {
+		return nil, err
+	}
+	m := proto.RWrite{Header: proto.Header{Type: proto.Rwrite, Tag: fc.Tag}, Count: uint32(n)}
+	return m.Compose(), nil
+}
+
+// takeFid removes a fid from the connection and releases it.
+func (c *conn) takeFid(id uint32) (*fid, error) {
+	c.mu.Lock()
+	f := c.fids[id]
+	delete(c.fids, id)
+	c.mu.Unlock()
+	if f == nil {
+		return nil, errNoFid(id)
+	}
+	c.s.release(f)
+	return f, nil
+}
+
+func (c *conn) clunk(fc *proto.TClunk) ([]byte, error) {
+	if _, err := c.takeFid(fc.Fid); err != nil {
+		return nil, err
+	}
+	m := proto.RClunk{Header: proto.Header{Type: proto.Rclunk, Tag: fc.Tag}}
+	return m.Compose(), nil
+}
+
+// remove clunks the fid, as 9P requires even when the remove fails, and
+// fails: nothing in the tree is removed this way.
+func (c *conn) remove(fc *proto.TRemove) error {
+	f, err := c.takeFid(fc.Fid)
+	if err != nil {
+		return err
+	}
+	n := f.n
+	switch n.kind {
+	case kSession:
+		return fmt.Errorf("cannot remove session %q this way: write \"kill\" to session/%s/ctl", n.sess, n.sess)
+	case kAgent:
+		return fmt.Errorf("cannot remove agent %q this way: write \"kill\" to %s/ctl", n.agent, n.path)
+	case kTMeta, kTExec, kProfile:
+		return fmt.Errorf("cannot remove %s: t/ and a/ are read-only over 9P for now", n.path)
+	}
+	return fmt.Errorf("cannot remove %s: the files of the tree are fixed", n.path)
+}
+
+func (c *conn) create(fc *proto.TCreate) error {
+	f, err := c.getFid(fc.Fid)
+	if err != nil {
+		return err
+	}
+	n := f.n
+	switch n.kind {
+	case kSessionDir:
+		return fmt.Errorf("cannot create %q: make a session by writing \"name=S\" to session/new", fc.Name)
+	case kAgentDir:
+		return fmt.Errorf("cannot create %q: make an agent by writing \"name=A\" to %s/new", fc.Name, n.path)
+	case kTDir, kADir:
+		return fmt.Errorf("cannot create %q: %s is read-only over 9P for now", fc.Name, n.path)
+	}
+	if !n.isDir() {
+		return fmt.Errorf("cannot create %q: %s is not a directory", fc.Name, n.path)
+	}
+	return fmt.Errorf("cannot create %q in %s: the files of the tree are fixed", fc.Name, n.path)
+}
+
+func (c *conn) statFid(fc *proto.TStat) ([]byte, error) {
+	f, err := c.getFid(fc.Fid)
+	if err != nil {
+		return nil, err
+	}
+	m := proto.RStat{Header: proto.Header{Type: proto.Rstat, Tag: fc.Tag}, Stat: c.s.stat(f.n)}
+	return m.Compose(), nil
+}
+
+// wstat accepts what clients send to files they only write: a sync (every
+// field "don't touch"), a truncation to length 0 and new times, on
+// writable files. It refuses renames, mode and owner changes.
+func (c *conn) wstat(fc *proto.TWstat) ([]byte, error) {
+	f, err := c.getFid(fc.Fid)
+	if err != nil {
+		return nil, err
+	}
+	n, st := f.n, &fc.Stat
+	cur := c.s.stat(n)
+	switch {
+	case st.Name != "" && st.Name != n.name:
+		return nil, fmt.Errorf("cannot rename %s: the names of the tree are fixed", n.path)
+	case st.Uid != "" || st.Gid != "" || st.Muid != "":
+		return nil, fmt.Errorf("cannot change the owner of %s", n.path)
+	case st.Mode != ^uint32(0) && st.Mode != cur.Mode:
+		return nil, fmt.Errorf("cannot change the mode of %s: it is %s", n.path, modeString(cur.Mode))
+	case st.Type != ^uint16(0) && st.Type != cur.Type,
+		st.Dev != ^uint32(0) && st.Dev != cur.Dev,
+		!dontTouchQid(st.Qid) && st.Qid != cur.Qid:
+		return nil, fmt.Errorf("cannot change the type, device or qid of %s", n.path)
+	}
+	touchTimes := st.Atime != ^uint32(0) || st.Mtime != ^uint32(0)
+	truncate := st.Length != ^uint64(0)
+	if (touchTimes || truncate) && !n.writable() {
+		if n.isDir() {
+			return nil, fmt.Errorf("permission denied: cannot change directory %s", n.path)
+		}
+		return nil, errReadOnly(n)
+	}
+	if truncate {
+		if st.Length != 0 {
+			return nil, fmt.Errorf("%s can only be truncated to length 0", n.path)
+		}
+		if h, _ := f.handle(); h != nil {
+			h.truncate()
+		}
+	}
+	m := proto.RWstat{Header: proto.Header{Type: proto.Rwstat, Tag: fc.Tag}}
+	return m.Compose(), nil
+}
+
+func dontTouchQid(q proto.Qid) bool {
+	return q.Qtype == 0xFF && q.Vers == ^uint32(0) && q.Uid == ^uint64(0)
+}
+
+// modeString renders permission bits as ls does, with a leading d for
+// directories.
+func modeString(m uint32) string {
+	const rwx = "rwxrwxrwx"
+	b := []byte("----------")
+	if m&proto.DMDIR != 0 {
+		b[0] = 'd'
+	}
+	for i := range 9 {
+		if m&(1<<(8-i)) != 0 {
+			b[i+1] = rwx[i]
+		}
+	}
+	return string(b)
+}

@@ -1,0 +1,189 @@
+package p9
+
+import (
+	"context"
+	"errors"
+	"log"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/knusbaum/go9p/proto"
+)
+
+// Options tunes a Server. The zero value is usable.
+type Options struct {
+	// MaxMsize is the largest message the server negotiates (default and
+	// cap 65535; at least 256).
+	MaxMsize uint32
+	// MaxInflight is how many requests of one connection are handled at
+	// once (default 32). When they are all busy the server stops reading
+	// that connection, so a client that floods it is slowed by TCP.
+	MaxInflight int
+	// Logf receives one line per dropped connection and similar events
+	// (default log.Printf).
+	Logf func(format string, args ...any)
+	// Owner is the uid, gid and muid shown in stat (default "toolnode").
+	Owner string
+	// EventWait is how long a read of events waits for an event before
+	// it returns 0 bytes (default 5s).
+	EventWait time.Duration
+}
+
+// Server serves the tree of a Backend over 9P2000. It owns its listeners'
+// accept loops and, per connection, one reader and a bounded set of
+// workers. All its methods are safe for concurrent use.
+type Server struct {
+	b     Backend
+	opt   Options
+	mtime uint32 // atime and mtime of every file: the server's start
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+
+	mu        sync.Mutex
+	closed    bool
+	listeners map[net.Listener]struct{}
+	conns     map[*conn]struct{}
+	wg        sync.WaitGroup // connection goroutines
+
+	handles atomic.Int64 // per-fid handles open now, on all connections
+}
+
+// NewServer returns a server for b. It serves nothing until Serve or
+// ServeConn is called.
+func NewServer(b Backend, opt Options) *Server {
+	if opt.MaxMsize == 0 || opt.MaxMsize > proto.MaxMsgLen {
+		opt.MaxMsize = proto.MaxMsgLen
+	}
+	if opt.MaxMsize < minMsize {
+		opt.MaxMsize = minMsize
+	}
+	if opt.MaxInflight <= 0 {
+		opt.MaxInflight = 32
+	}
+	if opt.Logf == nil {
+		opt.Logf = log.Printf
+	}
+	if opt.Owner == "" {
+		opt.Owner = "toolnode"
+	}
+	if opt.EventWait <= 0 {
+		opt.EventWait = 5 * time.Second
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Server{
+		b:         b,
+		opt:       opt,
+		mtime:     uint32(time.Now().Unix()),
+		ctx:       ctx,
+		cancel:    cancel,
+		listeners: make(map[net.Listener]struct{}),
+		conns:     make(map[*conn]struct{}),
+	}
+}
+
+// Serve accepts connections on l and serves each until it ends. It
+// returns nil once Close has been called, or the listener's error.
+func (s *Server) Serve(l net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		l.Close()
+		return nil
+	}
+	s.listeners[l] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, l)
+		s.mu.Unlock()
+	}()
+
+	var delay time.Duration
+	for {
+		nc, err := l.Accept()
+		if err != nil {
+			if s.isClosed() {
+				return nil
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return err
+			}
+			// Out of file descriptors and the like: wait, then retry.
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			s.opt.Logf("9p: accept: %v; retrying in %v", err, delay)
+			select {
+			case <-time.After(delay):
+				continue
+			case <-s.ctx.Done():
+				return nil
+			}
+		}
+		delay = 0
+		c := s.newConn(nc)
+		if c == nil {
+			continue // closed meanwhile
+		}
+		go c.serve()
+	}
+}
+
+// ServeConn serves one connection and returns when it ends. The server
+// closes nc.
+func (s *Server) ServeConn(nc net.Conn) {
+	c := s.newConn(nc)
+	if c != nil {
+		c.serve()
+	}
+}
+
+// Close stops every listener and connection, cancels the requests in
+// flight and waits until every connection's goroutines have returned.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.wg.Wait()
+		return nil
+	}
+	s.closed = true
+	s.cancel()
+	for l := range s.listeners {
+		l.Close()
+	}
+	for c := range s.conns {
+		c.nc.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// newConn registers nc, or closes it and returns nil after Close.
+func (s *Server) newConn(nc net.Conn) *conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		nc.Close()
+		return nil
+	}
+	c := newConn(s, nc)
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	return c
+}
+
+func (s *Server) dropConn(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	s.wg.Done()
+}

@@ -1,0 +1,346 @@
+package p9
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strings"
+
+	"github.com/knusbaum/go9p/proto"
+)
+
+// kind is what a node of the tree is; it fixes the node's mode and how it
+// is read, written and listed.
+type kind uint8
+
+const (
+	kRoot       kind = iota
+	kTDir            // t/
+	kADir            // a/
+	kClusterDir      // cluster/
+	kSessionDir      // session/
+	kSession         // session/S/
+	kAgentDir        // session/S/agent/
+	kAgent           // session/S/agent/A/
+
+	kTIdx       // t/idx
+	kTMeta      // t/NAME.meta
+	kTExec      // t/NAME
+	kProfile    // a/NAME.json
+	kTools      // tools
+	kEvents     // events
+	kNode       // node
+	kMembers    // cluster/members
+	kWhere      // cluster/where
+	kSessNew    // session/new
+	kSessIdx    // session/idx
+	kSessCtl    // session/S/ctl
+	kAgentNew   // session/S/agent/new
+	kAgentTools // session/S/agent/A/tools
+	kAgentCtl   // session/S/agent/A/ctl
+	kLoaded     // session/S/agent/A/toolsrv.loaded
+	kRev        // session/S/agent/A/toolsrv.rev
+	kPreamble   // session/S/agent/A/preamble
+	kCall       // session/S/agent/A/call
+	nKinds
+)
+
+// perms holds each kind's permission bits. t/ and a/ are read-only for now.
+var perms = [nKinds]uint32{
+	kRoot: 0o555, kTDir: 0o555, kADir: 0o555, kClusterDir: 0o555,
+	kSessionDir: 0o555, kSession: 0o555, kAgentDir: 0o555, kAgent: 0o555,
+
+	kTIdx: 0o444, kTMeta: 0o444, kTExec: 0o555, kProfile: 0o444,
+	kTools: 0o666, kEvents: 0o444, kNode: 0o444, kMembers: 0o444,
+	kWhere: 0o666, kSessNew: 0o666, kSessIdx: 0o444, kSessCtl: 0o222,
+	kAgentNew: 0o666, kAgentTools: 0o666, kAgentCtl: 0o666,
+	kLoaded: 0o444, kRev: 0o444, kPreamble: 0o444, kCall: 0o666,
+}
+
+// node is one file or directory of the tree. Nodes are immutable and may be
+// shared between fids and connections.
+type node struct {
+	kind   kind
+	name   string // last element; "/" for the root
+	path   string // tree path without a leading slash; "." for the root
+	parent *node  // the root is its own parent
+	sess   string // session, for nodes under session/S
+	agent  string // agent, for nodes under session/S/agent/A
+	arg    string // tool or profile name, for t/ and a/ files
+	qid    proto.Qid
+}
+
+func (n *node) isDir() bool { return n.kind < kTIdx }
+
+// mode is the stat mode: permission bits, plus DMDIR for directories.
+func (n *node) mode() uint32 {
+	if n.isDir() {
+		return proto.DMDIR | perms[n.kind]
+	}
+	return perms[n.kind]
+}
+
+func (n *node) readable() bool { return perms[n.kind]&0o444 != 0 }
+func (n *node) writable() bool { return perms[n.kind]&0o222 != 0 }
+
+// qidPath hashes a tree path into a stable Qid.Path: the same path has the
+// same qid on every node and across restarts.
+func qidPath(path string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(path))
+	return h.Sum64()
+}
+
+func newNode(parent *node, k kind, name string) *node {
+	n := &node{kind: k, name: name, parent: parent}
+	if parent == nil {
+		n.parent = n
+		n.path = "."
+	} else {
+		n.sess, n.agent = parent.sess, parent.agent
+		if parent.path == "." {
+			n.path = name
+		} else {
+			n.path = parent.path + "/" + name
+		}
+	}
+	n.qid = proto.Qid{Uid: qidPath(n.path)}
+	if n.isDir() {
+		n.qid.Qtype = uint8(proto.DMDIR >> 24)
+	}
+	return n
+}
+
+// The fixed part of the tree, shared by every fid.
+var (
+	rootNode       = newNode(nil, kRoot, "/")
+	tDirNode       = newNode(rootNode, kTDir, "t")
+	aDirNode       = newNode(rootNode, kADir, "a")
+	clusterDirNode = newNode(rootNode, kClusterDir, "cluster")
+	sessionDirNode = newNode(rootNode, kSessionDir, "session")
+	toolsNode      = newNode(rootNode, kTools, "tools")
+	eventsNode     = newNode(rootNode, kEvents, "events")
+	nodeNode       = newNode(rootNode, kNode, "node")
+	tIdxNode       = newNode(tDirNode, kTIdx, "idx")
+	membersNode    = newNode(clusterDirNode, kMembers, "members")
+	whereNode      = newNode(clusterDirNode, kWhere, "where")
+	sessNewNode    = newNode(sessionDirNode, kSessNew, "new")
+	sessIdxNode    = newNode(sessionDirNode, kSessIdx, "idx")
+
+	// rootChildren and the other fixed lists are sorted by name.
+	rootChildren    = []*node{aDirNode, clusterDirNode, eventsNode, nodeNode, sessionDirNode, tDirNode, toolsNode}
+	clusterChildren = []*node{membersNode, whereNode}
+)
+
+// agentFiles are the files of session/S/agent/A, sorted by name.
+var agentFiles = []struct {
+	name string
+	kind kind
+}{
+	{"call", kCall}, {"ctl", kAgentCtl}, {"preamble", kPreamble},
+	{"tools", kAgentTools}, {"toolsrv.loaded", kLoaded}, {"toolsrv.rev", kRev},
+}
+
+// walkErr is a walk that found nothing: its text names what is missing.
+func walkErr(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+// sessionErr turns a Backend error about a session into a 9P error text.
+func sessionErr(sess string, err error) error {
+	if errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("session %q does not exist", sess)
+	}
+	return err
+}
+
+// lookupSession makes the node session/S, asking the Backend whether S exists.
+func lookupSession(b Backend, sess string) (*node, []string, error) {
+	agents, err := b.Agents(sess)
+	if err != nil {
+		return nil, nil, sessionErr(sess, err)
+	}
+	n := newNode(sessionDirNode, kSession, sess)
+	n.sess = sess
+	return n, agents, nil
+}
+
+// walk1 looks up one name in directory n. It returns the child or an error
+// whose text says what does not exist.
+func walk1(b Backend, n *node, name string) (*node, error) {
+	if name == ".." {
+		return n.parent, nil
+	}
+	if !n.isDir() {
+		return nil, fmt.Errorf("%s is not a directory", n.path)
+	}
+	if name == "" || name == "." || strings.ContainsRune(name, '/') {
+		return nil, walkErr("%q is not a file name", name)
+	}
+	switch n.kind {
+	case kRoot:
+		for _, c := range rootChildren {
+			if c.name == name {
+				return c, nil
+			}
+		}
+	case kClusterDir:
+		for _, c := range clusterChildren {
+			if c.name == name {
+				return c, nil
+			}
+		}
+	case kTDir:
+		if name == "idx" {
+			return tIdxNode, nil
+		}
+		if base, ok := strings.CutSuffix(name, ".meta"); ok {
+			if _, ok := b.ToolMeta(base); ok {
+				c := newNode(n, kTMeta, name)
+				c.arg = base
+				return c, nil
+			}
+		}
+		if _, ok := b.ToolExecutable(name); ok {
+			c := newNode(n, kTExec, name)
+			c.arg = name
+			return c, nil
+		}
+		if _, ok := b.ToolMeta(name); ok {
+			return nil, walkErr("tool %q has no published executable", name)
+		}
+		tool, _ := strings.CutSuffix(name, ".meta")
+		return nil, walkErr("no tool %q in the cluster", tool)
+	case kADir:
+		if base, ok := strings.CutSuffix(name, ".json"); ok {
+			if _, ok := b.Profile(base); ok {
+				c := newNode(n, kProfile, name)
+				c.arg = base
+				return c, nil
+			}
+			return nil, walkErr("no agent profile %q in the cluster", base)
+		}
+		return nil, walkErr("no agent profile file %q: profiles are NAME.json", name)
+	case kSessionDir:
+		switch name {
+		case "new":
+			return sessNewNode, nil
+		case "idx":
+			return sessIdxNode, nil
+		}
+		c, _, err := lookupSession(b, name)
+		return c, err
+	case kSession:
+		switch name {
+		case "ctl":
+			return newNode(n, kSessCtl, name), nil
+		case "agent":
+			return newNode(n, kAgentDir, name), nil
+		}
+	case kAgentDir:
+		if name == "new" {
+			return newNode(n, kAgentNew, name), nil
+		}
+		agents, err := b.Agents(n.sess)
+		if err != nil {
+			return nil, sessionErr(n.sess, err)
+		}
+		if !slices.Contains(agents, name) {
+			return nil, walkErr("agent %q does not exist in session %q", name, n.sess)
+		}
+		c := newNode(n, kAgent, name)
+		c.agent = name
+		return c, nil
+	case kAgent:
+		for _, f := range agentFiles {
+			if f.name == name {
+				return newNode(n, f.kind, name), nil
+			}
+		}
+	}
+	return nil, walkErr("no file %q in %s", name, n.path)
+}
+
+// children lists directory n, sorted by name.
+func children(b Backend, n *node) ([]*node, error) {
+	var out []*node
+	switch n.kind {
+	case kRoot:
+		return rootChildren, nil
+	case kClusterDir:
+		return clusterChildren, nil
+	case kTDir:
+		out = append(out, tIdxNode)
+		for _, name := range b.ToolNames() {
+			if _, ok := b.ToolMeta(name); ok {
+				c := newNode(n, kTMeta, name+".meta")
+				c.arg = name
+				out = append(out, c)
+			}
+			if _, ok := b.ToolExecutable(name); ok && name != "idx" {
+				c := newNode(n, kTExec, name)
+				c.arg = name
+				out = append(out, c)
+			}
+		}
+	case kADir:
+		for _, name := range b.ProfileNames() {
+			c := newNode(n, kProfile, name+".json")
+			c.arg = name
+			out = append(out, c)
+		}
+	case kSessionDir:
+		out = append(out, sessIdxNode, sessNewNode)
+		for _, s := range b.Sessions() {
+			if s == "new" || s == "idx" {
+				continue // shadowed by the fixed files
+			}
+			c := newNode(n, kSession, s)
+			c.sess = s
+			out = append(out, c)
+		}
+	case kSession:
+		if _, err := b.Agents(n.sess); err != nil {
+			return nil, sessionErr(n.sess, err)
+		}
+		out = append(out, newNode(n, kAgentDir, "agent"), newNode(n, kSessCtl, "ctl"))
+	case kAgentDir:
+		agents, err := b.Agents(n.sess)
+		if err != nil {
+			return nil, sessionErr(n.sess, err)
+		}
+		out = append(out, newNode(n, kAgentNew, "new"))
+		for _, a := range agents {
+			if a == "new" {
+				continue
+			}
+			c := newNode(n, kAgent, a)
+			c.agent = a
+			out = append(out, c)
+		}
+	case kAgent:
+		for _, f := range agentFiles {
+			out = append(out, newNode(n, f.kind, f.name))
+		}
+	default:
+		return nil, fmt.Errorf("%s is not a directory", n.path)
+	}
+	slices.SortStableFunc(out, func(x, y *node) int { return strings.Compare(x.name, y.name) })
+	// A tool named "x.meta" with an executable and a tool "x" with
+	// metadata give two entries "x.meta"; a walk finds the metadata.
+	out = slices.CompactFunc(out, func(x, y *node) bool { return x.name == y.name })
+	return out, nil
+}
+
+// stat is the directory entry of n.
+func (s *Server) stat(n *node) proto.Stat {
+	return proto.Stat{
+		Qid:   n.qid,
+		Mode:  n.mode(),
+		Atime: s.mtime,
+		Mtime: s.mtime,
+		Name:  n.name,
+		Uid:   s.opt.Owner,
+		Gid:   s.opt.Owner,
+		Muid:  s.opt.Owner,
+	}
+}
