@@ -35,11 +35,16 @@ type conn struct {
 	msize     atomic.Uint32 // negotiated; MaxMsize before Tversion
 	versioned bool          // reader only: a Tversion was accepted
 
-	slots    chan struct{} // one per request being handled
-	work     chan *req
-	nworkers int            // reader only
-	workers  sync.WaitGroup // worker goroutines
-	reqs     sync.WaitGroup // requests handed to workers and not yet answered
+	slots chan struct{} // one per request being handled
+	// flushSlots bound the Tflushes waiting for their requests; they do
+	// not take request slots, so a full connection can still cancel.
+	flushSlots chan struct{}
+	pending    chan *req     // read, waiting for a slot
+	dispatched chan struct{} // closed when dispatchLoop ends
+	work       chan *req
+	nworkers   int            // reader only
+	workers    sync.WaitGroup // worker goroutines
+	reqs       sync.WaitGroup // requests handed to workers and not yet answered
 
 	wmu     sync.Mutex // serializes responses
 	bw      *bufio.Writer
@@ -99,6 +104,13 @@ func (r *req) abort(wait bool) (chan struct{}, bool) {
 	return ch, true
 }
 
+// wasFlushed reports whether a Tflush cancelled the request.
+func (r *req) wasFlushed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.flushed
+}
+
 // finish marks the response queued and wakes any Tflush waiting for it.
 func (r *req) finish() {
 	r.mu.Lock()
@@ -118,14 +130,17 @@ func (r *req) finish() {
 func newConn(s *Server, nc net.Conn) *conn {
 	ctx, cancel := context.WithCancel(s.ctx)
 	c := &conn{
-		s:      s,
-		nc:     nc,
-		ctx:    ctx,
-		cancel: cancel,
-		slots:  make(chan struct{}, s.opt.MaxInflight),
-		work:   make(chan *req),
-		tags:   make(map[uint16]*req),
-		fids:   make(map[uint32]*fid),
+		s:          s,
+		nc:         nc,
+		ctx:        ctx,
+		cancel:     cancel,
+		slots:      make(chan struct{}, s.opt.MaxInflight),
+		flushSlots: make(chan struct{}, s.opt.MaxInflight),
+		pending:    make(chan *req, s.opt.MaxInflight),
+		dispatched: make(chan struct{}),
+		work:       make(chan *req),
+		tags:       make(map[uint16]*req),
+		fids:       make(map[uint32]*fid),
 	}
 	c.bw = bufio.NewWriterSize(nc, 16*1024)
 	c.msize.Store(s.opt.MaxMsize)
@@ -140,6 +155,7 @@ func (c *conn) logf(format string, args ...any) {
 // no fid, handle or goroutine outlives it.
 func (c *conn) serve() {
 	defer c.s.dropConn(c)
+	go c.dispatchLoop()
 	if c.readLoop() {
 		// The client stopped sending: let it have the answers it is owed.
 		c.nc.SetWriteDeadline(time.Now().Add(drainTime))
@@ -147,23 +163,24 @@ func (c *conn) serve() {
 		c.nc.Close()
 	}
 	c.cancel()
+	close(c.pending)
+	<-c.dispatched
 	close(c.work)
 	c.workers.Wait()
 	c.nc.Close()
 	c.clunkAll()
 }
 
-// readLoop reads and dispatches requests until the connection fails. It
-// reports whether it ended at a clean end of stream.
+// readLoop reads requests until the connection fails, and reports whether
+// it ended at a clean end of stream. Requests queue for the dispatcher,
+// which waits for a free slot; when the queue is full too, the reader
+// stops reading and TCP pushes back on the client. A Tflush skips the
+// queue and needs no request slot, so a client can cancel a blocked
+// request even when every slot is busy.
 func (c *conn) readLoop() bool {
 	br := bufio.NewReaderSize(c.nc, 8192)
 	var buf []byte
 	for {
-		select {
-		case c.slots <- struct{}{}:
-		case <-c.ctx.Done():
-			return false
-		}
 		frame, err := readFrame(br, buf, c.msize.Load())
 		buf = frame[:0]
 		if err != nil {
@@ -181,19 +198,24 @@ func (c *conn) readLoop() bool {
 		fc, err := parseFrame(frame)
 		if err != nil {
 			c.respondErr(nil, binary.LittleEndian.Uint16(frame[5:7]), err)
-			<-c.slots
 			continue
 		}
 		if v, ok := fc.(*proto.TRVersion); ok {
 			c.version(v)
-			<-c.slots
 			continue
 		}
 		tag := fc.GetTag()
 		if !c.versioned {
 			c.respondErr(nil, tag, errors.New("the first message must be Tversion"))
-			<-c.slots
 			continue
+		}
+		_, isFlush := fc.(*proto.TFlush)
+		if isFlush {
+			select {
+			case c.flushSlots <- struct{}{}:
+			case <-c.ctx.Done():
+				return false
+			}
 		}
 		r := &req{c: c, fc: fc, tag: tag}
 		c.mu.Lock()
@@ -208,12 +230,46 @@ func (c *conn) readLoop() bool {
 				err = errors.New("tag NOTAG (65535) is only for Tversion")
 			}
 			c.respondErr(nil, tag, err)
-			<-c.slots
+			if isFlush {
+				<-c.flushSlots
+			}
 			continue
 		}
 		c.reqs.Add(1)
+		if isFlush {
+			c.workers.Add(1)
+			go c.flushWorker(r)
+			continue
+		}
+		select {
+		case c.pending <- r:
+		case <-c.ctx.Done():
+			r.finish()
+			c.reqs.Done()
+			return false
+		}
+	}
+}
+
+// dispatchLoop hands queued requests to workers as slots free up. It
+// ends when the reader closes the queue; every request queued by then is
+// still handled (a cancelled connection makes that quick).
+func (c *conn) dispatchLoop() {
+	defer close(c.dispatched)
+	for r := range c.pending {
+		c.slots <- struct{}{}
 		c.dispatch(r)
 	}
+}
+
+// flushWorker answers one Tflush outside the request slots.
+func (c *conn) flushWorker(r *req) {
+	defer c.workers.Done()
+	b := c.handle(r)
+	c.send(b, r)
+	r.finish()
+	<-c.flushSlots
+	c.reqs.Done()
 }
 
 // dispatch hands r to an idle worker, or starts one while there are fewer
@@ -236,7 +292,12 @@ func (c *conn) dispatch(r *req) {
 func (c *conn) worker(r *req) {
 	defer c.workers.Done()
 	for {
-		b := c.handle(r)
+		var b []byte
+		if r.wasFlushed() {
+			b = c.rerror(r.tag, errors.New("request flushed before it started"))
+		} else {
+			b = c.handle(r)
+		}
 		c.send(b, r)
 		r.finish()
 		<-c.slots

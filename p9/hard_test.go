@@ -411,3 +411,31 @@ func TestFrame_Truncations(t *testing.T) {
 		}
 	}
 }
+
+// With every request slot held by a blocked read, a Tflush still gets
+// through: it needs no slot, so a client can always cancel.
+func TestHardening_FlushWhenSlotsFull(t *testing.T) {
+	_, addr := startServer(t, newFake(), Options{MaxInflight: 2, EventWait: time.Minute})
+	r := dialRaw(t, addr)
+	r.handshake()
+	r.walkOpen(1, "events", plan9.OREAD)
+	r.walkOpen(2, "events", plan9.OREAD)
+	// Two blocking reads take both slots; a third request waits for one.
+	r.send(&plan9.Fcall{Type: plan9.Tread, Tag: 10, Fid: 1, Count: 100})
+	r.send(&plan9.Fcall{Type: plan9.Tread, Tag: 11, Fid: 2, Count: 100})
+	r.send(&plan9.Fcall{Type: plan9.Tstat, Tag: 12, Fid: 0})
+	r.send(&plan9.Fcall{Type: plan9.Tflush, Tag: 13, Oldtag: 10})
+	got := map[uint16]uint8{}
+	for len(got) < 3 {
+		rx := r.recv()
+		got[rx.Tag] = rx.Type
+	}
+	if got[13] != plan9.Rflush || got[12] != plan9.Rstat {
+		t.Fatalf("replies = %v; want Rflush for 13 and Rstat for 12", got)
+	}
+	r.send(&plan9.Fcall{Type: plan9.Tflush, Tag: 14, Oldtag: 11})
+	for _, ok := got[14]; !ok; _, ok = got[14] {
+		rx := r.recv()
+		got[rx.Tag] = rx.Type
+	}
+}
