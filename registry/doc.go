@@ -1,0 +1,46 @@
+// Package registry is the tool domain of toolnode: everything about a tool
+// that can be decided on one host, without asking the cluster.
+//
+// It owns:
+//
+//   - tool and profile names (ValidName);
+//   - the .meta format: parsing, defaults, validation of the args JSON
+//     Schema, legacy fields (ParseMeta, Meta, Variant, Match);
+//   - variant resolution against the local host (Host, Resolver,
+//     Meta.Resolve);
+//   - reading a tools or agents directory and watching it for changes
+//     (ScanTools, ScanProfiles, ParseProfile, WatchDir);
+//   - command resolution and execution: argument validation, the process
+//     group, timeout, output cap, exit status and stderr tail (Runner);
+//   - the Landlock sandbox, applied to a dedicated thread of the node that
+//     starts the tool and then ends (SandboxStatus, startSandboxed).
+//
+// Decisions where the design leaves room:
+//
+//   - A variant without "match" (or with an empty one) always holds, so a
+//     last variant can serve as a fallback. "resetsCounter" in a variant
+//     overrides when present, false included (a bool has no empty value).
+//     A match key repeated in one object keeps its last value.
+//   - Hidden files (".x.meta", editor lock files) are skipped silently; a
+//     .meta over MaxFileSize, with a bad name, or that is a directory, is
+//     a Problem.
+//   - Args schemas are draft 2020-12 unless they say otherwise; references
+//     outside the schema are refused, so a schema cannot make the node
+//     read files or the network.
+//   - Run kills what is left of a tool's process group when the tool
+//     exits, so no process of a call outlives it. The tool's name is $0 of
+//     a cmd run through /bin/sh -c. PATH entries that are not absolute are
+//     not searched for tools.
+//   - The sandbox (Landlock, filesystem rights only) lets a tool read and
+//     execute everything, write its scratch directory (TMPDIR), its
+//     session's working directory unless its scope is "read", and
+//     /dev/null, /dev/zero, /dev/full, /dev/tty and /dev/[u]random. The
+//     network is not restricted.
+//
+// It must not touch Raft, the network, gossip or 9P, and imports no other
+// package of toolnode: the replicated state machine, the cluster and the 9P
+// tree all use registry types, never the other way round. It keeps no
+// global mutable state beyond caches (compiled schemas) and never logs on
+// its own: callers pass a logger where one is needed (WatchDir) and get
+// problems back as values (ScanTools).
+package registry

@@ -1,0 +1,27 @@
+//go:build linux
+
+package registry
+
+import (
+	"errors"
+	"os/exec"
+
+	"golang.org/x/sys/unix"
+)
+
+// waitReaps tells whether waitLeader reaps the process (then cmd.Wait
+// must not be called again).
+const waitReaps = false
+
+// waitLeader blocks until cmd's process has exited, without reaping it:
+// while it is a zombie its pid, and so its process group id, cannot be
+// reused, which makes killing the group afterwards safe.
+func waitLeader(cmd *exec.Cmd) {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, cmd.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if !errors.Is(err, unix.EINTR) {
+			return
+		}
+	}
+}

@@ -1,0 +1,14 @@
+//go:build !linux
+
+package registry
+
+import "os/exec"
+
+// waitReaps tells whether waitLeader reaps the process (then cmd.Wait
+// must not be called again).
+const waitReaps = true
+
+// waitLeader blocks until cmd's process has exited, and reaps it.
+func waitLeader(cmd *exec.Cmd) {
+	_ = cmd.Wait() // the status is read from ProcessState
+}

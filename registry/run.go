@@ -1,0 +1,320 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Defaults of RunnerConfig.
+const (
+	DefaultTimeout   = 30 * time.Second
+	DefaultOutputCap = 4 << 20
+	// StderrTail is how much of the end of a failed tool's standard error
+	// its ExitError carries.
+	StderrTail = 2 << 10
+)
+
+// Environment variables a tool receives on top of the base environment.
+const (
+	EnvSession = "OLLIE_SESSION_ID"
+	EnvAgent   = "OLLIE_AGENT"
+	EnvNode    = "TOOLNODE_NODE"
+)
+
+// RunnerConfig configures a Runner. Zero values take the defaults.
+type RunnerConfig struct {
+	Timeout    time.Duration // limit of one call; default DefaultTimeout
+	OutputCap  int64         // bytes of stdout kept; over it the tool is killed; default DefaultOutputCap
+	Yolo       bool          // run tools without the sandbox
+	ScratchDir string        // parent of the per-call scratch directories; default os.TempDir()
+	NodeName   string        // the value of TOOLNODE_NODE
+	Env        []string      // base environment; nil: os.Environ() as of NewRunner
+	ExtraPath  []string      // directories appended to the tool's PATH (and searched for tools without a command)
+}
+
+// Runner runs tools: it validates arguments, resolves the command, and runs
+// it in its own process group, sandboxed unless Yolo. It is safe for
+// concurrent use.
+type Runner struct {
+	cfg     RunnerConfig
+	baseEnv []string // cfg.Env without the variables Run sets
+	path    string   // the tool's PATH
+
+	sandboxOnce sync.Once
+	sandboxErr  error
+}
+
+// NewRunner returns a Runner for cfg, with defaults filled in.
+func NewRunner(cfg RunnerConfig) *Runner {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.OutputCap <= 0 {
+		cfg.OutputCap = DefaultOutputCap
+	}
+	if cfg.ScratchDir == "" {
+		cfg.ScratchDir = os.TempDir()
+	}
+	if abs, err := filepath.Abs(cfg.ScratchDir); err == nil {
+		cfg.ScratchDir = abs
+	}
+	env := cfg.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	r := &Runner{cfg: cfg}
+	var path string
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case EnvSession, EnvAgent, EnvNode, "TMPDIR":
+		case "PATH":
+			path = v
+		default:
+			r.baseEnv = append(r.baseEnv, kv)
+		}
+	}
+	for _, d := range cfg.ExtraPath {
+		if d == "" {
+			continue
+		}
+		if path != "" {
+			path += string(os.PathListSeparator)
+		}
+		path += d
+	}
+	r.path = path
+	return r
+}
+
+// Invocation is one call of one tool.
+type Invocation struct {
+	Tool    string
+	Meta    *Meta  // resolved metadata (variants merged); nil: the defaults
+	Exec    string // the tool's own executable, "" if none
+	Args    []byte // one JSON object; empty: {}
+	Session string // OLLIE_SESSION_ID
+	Agent   string // OLLIE_AGENT
+	Cwd     string // the session's working directory; "": run in the scratch directory
+}
+
+// ExitError is the error of a tool that exited with a non-zero status.
+type ExitError struct {
+	Tool   string
+	Status int    // exit status; 128+N when killed by signal N
+	Signal int    // the signal that killed the tool, 0 if it exited
+	Stderr string // the last StderrTail bytes of its standard error
+}
+
+func (e *ExitError) Error() string {
+	var b strings.Builder
+	if e.Signal != 0 {
+		fmt.Fprintf(&b, "tool %q was killed by signal %d (status %d)", e.Tool, e.Signal, e.Status)
+	} else {
+		fmt.Fprintf(&b, "tool %q exited with status %d", e.Tool, e.Status)
+	}
+	if e.Stderr != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Stderr)
+	}
+	return b.String()
+}
+
+// Run runs one call and returns the tool's standard output.
+//
+// Before anything runs it validates Args against Meta.Args (a real JSON
+// Schema validator; compiled schemas are cached by content), resolves the
+// command — the tool's own executable, else Meta.Cmd through /bin/sh -c,
+// else Tool found in PATH, else ErrNoCommand — and, unless Yolo, checks
+// that the host can sandbox (ErrNoSandbox). The tool gets Args on standard
+// input, the base environment plus OLLIE_SESSION_ID, OLLIE_AGENT,
+// TOOLNODE_NODE and TMPDIR (its scratch directory, created for the call
+// and removed after it), and runs in Cwd or the scratch directory.
+//
+// Exit 0 gives standard output (for outputFormat json it must be valid
+// JSON, else ErrBadOutput). A non-zero exit gives an *ExitError. Running
+// past the timeout (the sooner of ctx's deadline and the Runner's
+// Timeout), writing more than the output cap, or ctx being cancelled kills
+// the tool's whole process group and gives ErrTimeout, ErrOutputCap or the
+// context's error. No process of the call outlives Run: when the tool
+// exits, what is left of its process group is killed.
+func (r *Runner) Run(ctx context.Context, inv Invocation) ([]byte, error) {
+	if err := ValidName(inv.Tool); err != nil {
+		return nil, err
+	}
+	meta := inv.Meta
+	if meta == nil {
+		meta = &Meta{Args: DefaultArgs, Tier: DefaultTier, OutputFormat: DefaultOutputFormat}
+	}
+	args := inv.Args
+	if len(strings.TrimSpace(string(args))) == 0 {
+		args = []byte("{}")
+	}
+	if err := validateArgs(meta.Args, args); err != nil {
+		return nil, fmt.Errorf("tool %q: %w: %v", inv.Tool, ErrInvalidArgs, err)
+	}
+	argv, err := r.command(inv, meta)
+	if err != nil {
+		return nil, err
+	}
+	if !r.cfg.Yolo {
+		if err := r.sandboxReady(); err != nil {
+			return nil, err
+		}
+	}
+	cwd := ""
+	if inv.Cwd != "" {
+		if cwd, err = filepath.Abs(inv.Cwd); err != nil {
+			return nil, fmt.Errorf("tool %q: working directory %s: %w", inv.Tool, inv.Cwd, err)
+		}
+		if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("tool %q: working directory %s is not a directory", inv.Tool, cwd)
+		}
+	}
+
+	if err := os.MkdirAll(r.cfg.ScratchDir, 0o700); err != nil {
+		return nil, fmt.Errorf("tool %q: scratch directory: %w", inv.Tool, err)
+	}
+	scratch, err := os.MkdirTemp(r.cfg.ScratchDir, "call-")
+	if err != nil {
+		return nil, fmt.Errorf("tool %q: scratch directory: %w", inv.Tool, err)
+	}
+	defer removeAll(scratch)
+	if cwd == "" {
+		cwd = scratch
+	}
+
+	var rw []string // nil: not sandboxed
+	if !r.cfg.Yolo {
+		rw = []string{scratch}
+		if cwd != scratch && meta.Scope != "read" {
+			rw = append(rw, cwd)
+		}
+	}
+	env := append(r.baseEnv[:len(r.baseEnv):len(r.baseEnv)],
+		EnvSession+"="+inv.Session,
+		EnvAgent+"="+inv.Agent,
+		EnvNode+"="+r.cfg.NodeName,
+		"TMPDIR="+scratch,
+	)
+	if r.path != "" {
+		env = append(env, "PATH="+r.path)
+	}
+
+	limit := r.cfg.Timeout
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < limit {
+		limit = time.Until(dl)
+	}
+	runCtx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
+	defer cancel()
+	res, err := runProcess(runCtx, proc{
+		argv:   argv,
+		dir:    cwd,
+		env:    env,
+		stdin:  args,
+		outCap: r.cfg.OutputCap,
+		rw:     rw,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tool %q: cannot start %s: %w", inv.Tool, argv[0], err)
+	}
+	switch {
+	case res.overCap:
+		return nil, fmt.Errorf("tool %q: %w: it wrote more than %d bytes to standard output, and its process group was killed", inv.Tool, ErrOutputCap, r.cfg.OutputCap)
+	case errors.Is(res.killed, context.DeadlineExceeded):
+		return nil, fmt.Errorf("tool %q: %w after %s, and its process group was killed", inv.Tool, ErrTimeout, limit.Round(time.Millisecond))
+	case res.killed != nil:
+		return nil, fmt.Errorf("tool %q: call abandoned (%w), and its process group was killed", inv.Tool, res.killed)
+	case res.status != 0:
+		return nil, &ExitError{Tool: inv.Tool, Status: res.status, Signal: res.signal, Stderr: res.stderrTail}
+	}
+	if meta.OutputFormat == OutputJSON && !json.Valid(res.stdout) {
+		return nil, fmt.Errorf("tool %q: %w: its outputFormat is json, but it printed %s", inv.Tool, ErrBadOutput, describeOutput(res.stdout))
+	}
+	return res.stdout, nil
+}
+
+// command resolves the argv of a call, without the sandbox launcher.
+func (r *Runner) command(inv Invocation, meta *Meta) ([]string, error) {
+	switch {
+	case inv.Exec != "":
+		p, err := filepath.Abs(inv.Exec)
+		if err != nil {
+			return nil, fmt.Errorf("tool %q: executable %s: %w", inv.Tool, inv.Exec, err)
+		}
+		return []string{p}, nil
+	case meta.Cmd != "":
+		// The tool's name is $0, so the shell names it in its messages.
+		return []string{"/bin/sh", "-c", meta.Cmd, inv.Tool}, nil
+	}
+	if p := lookPathIn(inv.Tool, r.path); p != "" {
+		return []string{p}, nil
+	}
+	return nil, fmt.Errorf("tool %q: %w: it has no executable of its own, no cmd, and %q is not in PATH", inv.Tool, ErrNoCommand, inv.Tool)
+}
+
+// lookPathIn finds the executable name in the directories of path. Relative
+// directories (including the empty one, meaning ".") are skipped: a tool
+// call must not depend on the node's working directory.
+func lookPathIn(name, path string) string {
+	for _, d := range filepath.SplitList(path) {
+		if !filepath.IsAbs(d) {
+			continue
+		}
+		p := filepath.Join(d, name)
+		if isExecutable(p) {
+			return p
+		}
+	}
+	return ""
+}
+
+// kernelSandbox is SandboxStatus; tests replace it to play a kernel
+// without Landlock.
+var kernelSandbox = SandboxStatus
+
+// sandboxReady reports whether sandboxed calls can run, checking the
+// kernel once.
+func (r *Runner) sandboxReady() error {
+	r.sandboxOnce.Do(func() {
+		if _, err := kernelSandbox(); err != nil {
+			r.sandboxErr = fmt.Errorf("cannot run tools: %w; use -yolo to run them unsandboxed", err)
+		}
+	})
+	return r.sandboxErr
+}
+
+// describeOutput quotes the start of out for an error message.
+func describeOutput(out []byte) string {
+	if len(strings.TrimSpace(string(out))) == 0 {
+		return "nothing"
+	}
+	const max = 80
+	s := string(out)
+	if len(s) > max {
+		return fmt.Sprintf("%q...", s[:max])
+	}
+	return fmt.Sprintf("%q", s)
+}
+
+// removeAll removes a scratch directory, first making writable any
+// directory the tool made read-only.
+func removeAll(dir string) {
+	if os.RemoveAll(dir) == nil {
+		return
+	}
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	_ = os.RemoveAll(dir)
+}

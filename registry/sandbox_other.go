@@ -1,0 +1,19 @@
+//go:build !linux
+
+package registry
+
+import (
+	"fmt"
+	"runtime"
+)
+
+// SandboxStatus reports that tools cannot be sandboxed: the sandbox is
+// Landlock, which only Linux has.
+func SandboxStatus() (abi int, err error) {
+	return 0, fmt.Errorf("%w: the sandbox uses Linux Landlock, and this host runs %s", ErrNoSandbox, runtime.GOOS)
+}
+
+func restrictThread([]string) error {
+	_, err := SandboxStatus()
+	return err
+}
