@@ -95,9 +95,12 @@ func Start(cfg Config) (*Cluster, error) {
 			return nil, fmt.Errorf("gossip address %q: %w", cfg.BindAddr, err)
 		}
 		mc.BindAddr, mc.BindPort = host, port
-		mc.AdvertisePort = port
 		if cfg.Advertise != "" {
-			mc.AdvertiseAddr = cfg.Advertise
+			ip, err := resolveHost(cfg.Advertise)
+			if err != nil {
+				return nil, err
+			}
+			mc.AdvertiseAddr, mc.AdvertisePort = ip, port
 		}
 	}
 	if len(cfg.Key) > 0 {
@@ -128,6 +131,18 @@ func splitHostPort(addr string) (string, int, error) {
 		return "", 0, fmt.Errorf("bad port %q", p)
 	}
 	return h, port, nil
+}
+
+// resolveHost turns an advertise host into an IP, as memberlist needs.
+func resolveHost(h string) (string, error) {
+	if net.ParseIP(h) != nil {
+		return h, nil
+	}
+	ips, err := net.LookupIP(h)
+	if err != nil || len(ips) == 0 {
+		return "", fmt.Errorf("-advertise %q: cannot resolve it: %v", h, err)
+	}
+	return ips[0].String(), nil
 }
 
 // Join contacts existing members; it succeeds if at least one answered.

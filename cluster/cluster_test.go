@@ -1,0 +1,91 @@
+package cluster
+
+import (
+	"io"
+	"testing"
+	"time"
+)
+
+func start(t *testing.T, name string, key []byte) *Cluster {
+	t.Helper()
+	c, err := Start(Config{Name: name, BindAddr: "127.0.0.1:0", Key: key, LogOutput: io.Discard, Meta: Meta{Tools: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Shutdown() })
+	return c
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func Test_Cluster_JoinMetaLeave(t *testing.T) {
+	a := start(t, "a", nil)
+	b := start(t, "b", nil)
+	if _, err := b.Join([]string{a.LocalAddr()}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a to see b", func() bool { return len(a.Members()) == 2 })
+	if err := b.SetMeta(Meta{Tools: 7, P9: "127.0.0.1:1"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b's meta on a", func() bool {
+		for _, m := range a.Members() {
+			if m.Name == "b" && m.Meta.Tools == 7 {
+				return true
+			}
+		}
+		return false
+	})
+	sawJoin := false
+	for len(a.Events()) > 0 {
+		if ev := <-a.Events(); ev.Kind == NodeJoin && ev.Member.Name == "b" {
+			sawJoin = true
+		}
+	}
+	if !sawJoin {
+		t.Fatal("no join event for b")
+	}
+	if err := b.Leave(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a to see b leave", func() bool {
+		for len(a.Events()) > 0 {
+			if ev := <-a.Events(); ev.Kind == NodeLeave && ev.Member.Name == "b" {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+func Test_Cluster_KeyRequired(t *testing.T) {
+	key := make([]byte, 32)
+	a := start(t, "a", key)
+	b := start(t, "b", nil)
+	if _, err := b.Join([]string{a.LocalAddr()}); err == nil {
+		t.Fatal("a node without the key joined an encrypted cluster")
+	}
+	if len(a.Members()) != 1 {
+		t.Fatalf("members of the encrypted cluster: %v", a.Members())
+	}
+}
+
+func Test_Cluster_MetaTooLarge(t *testing.T) {
+	a := start(t, "a", nil)
+	big := make([]byte, 600)
+	for i := range big {
+		big[i] = 'x'
+	}
+	if err := a.SetMeta(Meta{P9: string(big)}); err != ErrMetaTooLarge {
+		t.Fatalf("err = %v, want ErrMetaTooLarge", err)
+	}
+}

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"bufio"
+	"encoding/base64"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/toolnode/toolnode/examples"
+	"github.com/toolnode/toolnode/node"
+)
+
+func serve(args []string) error {
+	if err := loadEnvFile(configPath("env")); err != nil {
+		return err
+	}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	var (
+		cfg      node.Config
+		join     string
+		encrypt  string
+		useExamp bool
+	)
+	fs.StringVar(&cfg.Name, "name", "", "node name (default: hostname)")
+	fs.StringVar(&cfg.DataDir, "data", dataDefault(), "data dir")
+	fs.StringVar(&cfg.ToolsDir, "tools", toolsDefault(), "tools dir to watch and publish")
+	fs.StringVar(&cfg.AgentsDir, "agents", configPath("agents"), "agent profiles dir")
+	fs.StringVar(&cfg.P9Addr, "9p", node.DefaultP9Addr, "9P listen address")
+	fs.StringVar(&cfg.GossipAddr, "gossip", node.DefaultGossipAddr, "memberlist bind address")
+	fs.StringVar(&cfg.ClusterAddr, "cluster", node.DefaultClusterAddr, "raft + node-to-node address")
+	fs.StringVar(&cfg.Advertise, "advertise", "", "address peers use to reach this node")
+	fs.StringVar(&join, "join", "", "gossip address(es) of existing members, comma-separated")
+	fs.IntVar(&cfg.Voters, "voters", node.DefaultVoters, "raft voters the leader keeps")
+	fs.StringVar(&encrypt, "encrypt", "", "gossip key (base64, from toolnode keygen)")
+	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "node-to-node TLS certificate")
+	fs.StringVar(&cfg.TLSKey, "tls-key", "", "node-to-node TLS key")
+	fs.StringVar(&cfg.TLSCA, "tls-ca", "", "CA that signs every node's certificate")
+	fs.DurationVar(&cfg.CallTimeout, "call-timeout", node.DefaultCallTimeout, "limit of one tool run")
+	fs.BoolVar(&cfg.Yolo, "yolo", false, "run tools without the sandbox")
+	fs.BoolVar(&useExamp, "examples", false, "serve the built-in example tools and profiles (unless -tools/-agents are given)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if join != "" {
+		cfg.Join = strings.Split(join, ",")
+	}
+	if encrypt != "" {
+		key, err := base64.StdEncoding.DecodeString(encrypt)
+		if err != nil || (len(key) != 16 && len(key) != 24 && len(key) != 32) {
+			return errors.New("-encrypt needs a base64 key of 32 bytes (toolnode keygen makes one)")
+		}
+		cfg.EncryptKey = key
+	}
+	if cfg.TLSCert != "" || cfg.TLSKey != "" || cfg.TLSCA != "" {
+		return errors.New("-tls-cert/-tls-key/-tls-ca: node-to-node TLS is not implemented yet")
+	}
+	if useExamp {
+		tools, agents, err := examples.Extract(filepath.Join(cfg.DataDir, "examples"))
+		if err != nil {
+			return fmt.Errorf("extract examples: %w", err)
+		}
+		if !set["tools"] {
+			cfg.ToolsDir = tools
+		}
+		if !set["agents"] {
+			cfg.AgentsDir = agents
+		}
+	}
+
+	log.Printf("toolnode: data %s, tools %s, agents %s", cfg.DataDir, orNone(cfg.ToolsDir), orNone(cfg.AgentsDir))
+	n, err := node.New(cfg)
+	if err != nil {
+		return err
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	s := <-sig
+	log.Printf("toolnode: %v: shutting down", s)
+	signal.Stop(sig)
+	done := make(chan error, 1)
+	go func() { done <- n.Close() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(30 * time.Second):
+		return errors.New("shutdown took longer than 30s")
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+func home() string {
+	h, _ := os.UserHomeDir()
+	return h
+}
+
+// configPath is $XDG_CONFIG_HOME/ollie/NAME (default ~/.config/ollie/NAME).
+func configPath(name string) string {
+	base := os.Getenv("XDG_CONFIG_HOME")
+	if base == "" {
+		base = filepath.Join(home(), ".config")
+	}
+	return filepath.Join(base, "ollie", name)
+}
+
+func dataDefault() string {
+	base := os.Getenv("XDG_DATA_HOME")
+	if base == "" {
+		base = filepath.Join(home(), ".local", "share")
+	}
+	return filepath.Join(base, "toolnode")
+}
+
+func toolsDefault() string {
+	if p := os.Getenv("OLLIE_TOOLS_PATH"); p != "" {
+		return expandHome(p)
+	}
+	return configPath("tools")
+}
+
+func expandHome(p string) string {
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		return filepath.Join(home(), p[1:])
+	}
+	return p
+}
+
+// loadEnvFile reads KEY=VALUE lines into the environment. The real
+// environment wins: a variable already set is left alone. A missing file
+// is no error.
+func loadEnvFile(path string) error {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for line := 1; sc.Scan(); line++ {
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || strings.HasPrefix(text, "#") {
+			continue
+		}
+		text = strings.TrimPrefix(text, "export ")
+		k, v, ok := strings.Cut(text, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			return fmt.Errorf("%s:%d: want KEY=VALUE, got %q", path, line, text)
+		}
+		v = strings.TrimSpace(v)
+		if len(v) >= 2 && (v[0] == '"' || v[0] == '\'') && v[len(v)-1] == v[0] {
+			v = v[1 : len(v)-1]
+		}
+		if _, set := os.LookupEnv(k); set {
+			continue
+		}
+		os.Setenv(k, expandHome(os.ExpandEnv(v)))
+	}
+	return sc.Err()
+}

@@ -1,0 +1,488 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/toolnode/toolnode/p9"
+	"github.com/toolnode/toolnode/raftfsm"
+	"github.com/toolnode/toolnode/registry"
+)
+
+// The node serves the 9P tree.
+var _ p9.Backend = (*Node)(nil)
+
+// Built-in tools every agent has.
+const (
+	builtinLoad   = "tool_load"
+	builtinUnload = "tool_unload"
+	builtinAll    = "tools_all"
+)
+
+func isBuiltin(name string) bool {
+	return name == builtinLoad || name == builtinUnload || name == builtinAll
+}
+
+// ToolIndex lists the tools visible on this node.
+func (n *Node) ToolIndex() []p9.ToolEntry { return n.catalog.visible() }
+
+// ToolNames lists every published tool.
+func (n *Node) ToolNames() []string {
+	tools := n.fsm.Tools()
+	out := make([]string, len(tools))
+	for i, t := range tools {
+		out[i] = t.Name
+	}
+	return out
+}
+
+// ToolMeta returns a tool's metadata as published.
+func (n *Node) ToolMeta(name string) ([]byte, bool) {
+	t, ok := n.fsm.Tool(name)
+	if !ok {
+		return nil, false
+	}
+	return t.Meta, true
+}
+
+// ToolExecutable returns a tool's published executable.
+func (n *Node) ToolExecutable(name string) ([]byte, bool) {
+	t, ok := n.fsm.Tool(name)
+	if !ok || t.ExecHash == "" {
+		return nil, false
+	}
+	return n.fsm.Blob(t.ExecHash)
+}
+
+// docMeta is the metadata a tool's documentation is drawn from: the
+// variant this host resolved, else the published top level.
+func (n *Node) docMeta(name string) (registry.Meta, error) {
+	e, ok := n.catalog.get(name)
+	if !ok {
+		return registry.Meta{}, fmt.Errorf("no tool %q in the cluster", name)
+	}
+	if e.err != nil {
+		return registry.Meta{}, fmt.Errorf("tool %q has metadata this node cannot read: %v", name, e.err)
+	}
+	if e.visible {
+		return e.resolved, nil
+	}
+	return *e.meta, nil
+}
+
+// ToolDoc is a tool's full documentation.
+func (n *Node) ToolDoc(name string) (string, error) {
+	name = strings.TrimSpace(name)
+	if isBuiltin(name) {
+		return builtinDoc(name), nil
+	}
+	m, err := n.docMeta(name)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s\n", name, m.Description)
+	if m.Prompt != "" {
+		b.WriteString("\n" + strings.TrimRight(m.Prompt, "\n") + "\n")
+	}
+	if len(m.Args) > 0 {
+		fmt.Fprintf(&b, "\nArguments (JSON Schema): %s\n", compactJSON(m.Args))
+	}
+	return b.String(), nil
+}
+
+func compactJSON(b []byte) string {
+	var out strings.Builder
+	var v any
+	if json.Unmarshal(b, &v) != nil {
+		return string(b)
+	}
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v)
+	return strings.TrimSpace(out.String())
+}
+
+func builtinDoc(name string) string {
+	switch name {
+	case builtinLoad:
+		return "tool_load: load a tool for this agent\n\nCall tool_load {\"name\":\"NAME\"} to make NAME callable; its documentation joins the preamble.\n"
+	case builtinUnload:
+		return "tool_unload: unload a tool\n\nCall tool_unload {\"name\":\"NAME\"} to remove NAME from this agent's loaded tools.\n"
+	default:
+		return "tools_all: list every tool in the cluster\n\nCall tools_all {} for NAME<TAB>description<TAB>nodes, one line per tool.\n"
+	}
+}
+
+// ProfileNames lists the published profiles.
+func (n *Node) ProfileNames() []string {
+	ps := n.fsm.Profiles()
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.Name
+	}
+	return out
+}
+
+// Profile returns a profile as published.
+func (n *Node) Profile(name string) ([]byte, bool) {
+	p, ok := n.fsm.Profile(name)
+	if !ok {
+		return nil, false
+	}
+	return p.Data, true
+}
+
+// Events returns the node's events after an index.
+func (n *Node) Events(ctx context.Context, after uint64) ([]p9.Event, error) {
+	return n.events.since(ctx, after), nil
+}
+
+// LastEvent is the newest event's index.
+func (n *Node) LastEvent() uint64 { return n.events.lastIndex() }
+
+// role is a server's Raft role as cluster/members and node show it.
+func (n *Node) roles() (map[string]string, string) {
+	roles := map[string]string{}
+	_, leaderID := n.raft.LeaderWithID()
+	if f := n.raft.GetConfiguration(); f.Error() == nil {
+		for _, s := range f.Configuration().Servers {
+			role := "voter"
+			if s.Suffrage != raft.Voter {
+				role = "nonvoter"
+			}
+			if s.ID == leaderID {
+				role = "leader"
+			}
+			roles[string(s.ID)] = role
+		}
+	}
+	return roles, string(leaderID)
+}
+
+// NodeInfo is the text of the node file.
+func (n *Node) NodeInfo() string {
+	roles, leader := n.roles()
+	role := roles[n.cfg.Name]
+	if role == "" {
+		role = "none"
+	}
+	if leader == "" {
+		leader = "none"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "name %s\n", n.cfg.Name)
+	fmt.Fprintf(&b, "os %s\narch %s\n", runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(&b, "role %s\nleader %s\n", role, leader)
+	fmt.Fprintf(&b, "gossip %s\ncluster %s\n9p %s\n", n.gossip.LocalAddr(), n.transport.LocalAddr(), n.P9Addr())
+	fmt.Fprintf(&b, "tools %d\n", n.catalog.count())
+	fmt.Fprintf(&b, "sandbox %s\n", n.sandbox)
+	return b.String()
+}
+
+// Members is the text of cluster/members.
+func (n *Node) Members() string {
+	roles, _ := n.roles()
+	var b strings.Builder
+	for _, m := range n.gossip.Members() {
+		role := roles[m.Name]
+		if role == "" {
+			role = "none"
+		}
+		tools := m.Meta.Tools
+		if m.Name == n.cfg.Name {
+			tools = n.catalog.count()
+		}
+		fmt.Fprintf(&b, "%s %s %s %s %d\n", m.Name, m.Addr, m.State, role, tools)
+	}
+	return b.String()
+}
+
+// Where lists the nodes that can run a tool.
+func (n *Node) Where(tool string) (string, error) {
+	tool = strings.TrimSpace(tool)
+	e, ok := n.catalog.get(tool)
+	if !ok {
+		return "", fmt.Errorf("no tool %q in the cluster", tool)
+	}
+	if !e.visible {
+		return "", fmt.Errorf("no node can run tool %q: its variants match no host", tool)
+	}
+	return n.cfg.Name + "\n", nil
+}
+
+// Sessions lists the sessions.
+func (n *Node) Sessions() []string { return n.fsm.SessionNames() }
+
+// parseSpec splits "k=v k=v" into a map, allowing only the given keys.
+func parseSpec(spec, usage string, keys ...string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, f := range strings.Fields(spec) {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok || v == "" {
+			return nil, fmt.Errorf("cannot read %q: write %s", f, usage)
+		}
+		known := false
+		for _, key := range keys {
+			known = known || key == k
+		}
+		if !known {
+			return nil, fmt.Errorf("unknown key %q: write %s", k, usage)
+		}
+		if _, dup := out[k]; dup {
+			return nil, fmt.Errorf("%s= given twice: write %s", k, usage)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// NewSession creates a session from "name=S [agent=PROFILE] [cwd=DIR]".
+func (n *Node) NewSession(spec string) (string, error) {
+	const usage = "name=S [agent=PROFILE] [cwd=DIR]"
+	kv, err := parseSpec(spec, usage, "name", "agent", "cwd")
+	if err != nil {
+		return "", err
+	}
+	if cwd := kv["cwd"]; cwd != "" && !filepath.IsAbs(cwd) {
+		return "", fmt.Errorf("cwd %q is not an absolute path", cwd)
+	}
+	r, err := n.apply(raftfsm.CmdCreateSession, raftfsm.CreateSession{
+		Name: kv["name"], Cwd: kv["cwd"], Profile: kv["agent"], Time: nowNano(),
+	})
+	return r.Name, err
+}
+
+// KillSession removes a session.
+func (n *Node) KillSession(session string) error {
+	_, err := n.apply(raftfsm.CmdKillSession, raftfsm.KillSession{Name: session})
+	return err
+}
+
+// Agents lists a session's agents.
+func (n *Node) Agents(session string) ([]string, error) {
+	s, ok := n.fsm.Session(session)
+	if !ok {
+		return nil, fmt.Errorf("session %q does not exist: %w", session, p9.ErrNotFound)
+	}
+	return s.AgentNames(), nil
+}
+
+// NewAgent creates an agent from "name=A [profile=P]".
+func (n *Node) NewAgent(session, spec string) (string, error) {
+	kv, err := parseSpec(spec, "name=A [profile=P]", "name", "profile")
+	if err != nil {
+		return "", err
+	}
+	r, err := n.apply(raftfsm.CmdCreateAgent, raftfsm.CreateAgent{Session: session, Name: kv["name"], Profile: kv["profile"]})
+	return r.Name, err
+}
+
+// KillAgent removes an agent.
+func (n *Node) KillAgent(session, agent string) error {
+	_, err := n.apply(raftfsm.CmdKillAgent, raftfsm.KillAgent{Session: session, Name: agent})
+	return err
+}
+
+func (n *Node) agent(session, agent string) (*raftfsm.Agent, error) {
+	a, err := n.fsm.Agent(session, agent)
+	if errors.Is(err, raftfsm.ErrNotFound) {
+		return nil, fmt.Errorf("%v: %w", err, p9.ErrNotFound)
+	}
+	return a, err
+}
+
+// Loaded is an agent's loaded set.
+func (n *Node) Loaded(session, agent string) ([]string, error) {
+	a, err := n.agent(session, agent)
+	if err != nil {
+		return nil, err
+	}
+	return a.Loaded, nil
+}
+
+// Rev is an agent's revision.
+func (n *Node) Rev(session, agent string) (uint64, error) {
+	a, err := n.agent(session, agent)
+	if err != nil {
+		return 0, err
+	}
+	return a.Rev, nil
+}
+
+func checkNames(names []string) error {
+	if len(names) == 0 {
+		return errors.New("no tool name given")
+	}
+	for _, name := range names {
+		if isBuiltin(name) {
+			return fmt.Errorf("%s is built in: every agent always has it", name)
+		}
+		if err := registry.ValidName(name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Load loads tools for an agent.
+func (n *Node) Load(session, agent string, names []string) error {
+	if err := checkNames(names); err != nil {
+		return err
+	}
+	_, err := n.apply(raftfsm.CmdLoad, raftfsm.Load{Session: session, Agent: agent, Names: names})
+	return err
+}
+
+// Unload unloads tools.
+func (n *Node) Unload(session, agent string, names []string) error {
+	if err := checkNames(names); err != nil {
+		return err
+	}
+	_, err := n.apply(raftfsm.CmdUnload, raftfsm.Unload{Session: session, Agent: agent, Names: names})
+	return err
+}
+
+// ToolsAll lists every tool the cluster knows with the nodes that can run
+// it ("-" for none).
+func (n *Node) ToolsAll() string {
+	var b strings.Builder
+	for _, t := range n.fsm.Tools() {
+		desc, where := "", "-"
+		if e, ok := n.catalog.get(t.Name); ok {
+			if e.visible {
+				desc, where = e.resolved.Description, n.cfg.Name
+			} else if e.meta != nil {
+				desc = e.meta.Description
+			}
+		}
+		fmt.Fprintf(&b, "%s\t%s\t%s\n", t.Name, oneLine(desc), where)
+	}
+	return b.String()
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// Preamble is the agent's tool preamble: the compact listing of the tools
+// it can discover, then the full prompt of each tool it has loaded.
+func (n *Node) Preamble(session, agent string) (string, error) {
+	a, err := n.agent(session, agent)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	b.WriteString("# Tools\n\n")
+	b.WriteString("Load a tool with tool_load {\"name\":\"NAME\"} before calling it; tool_unload {\"name\":\"NAME\"} unloads it; tools_all {} lists every tool in the cluster.\n\n")
+	for _, t := range n.catalog.visible() {
+		fmt.Fprintf(&b, "%s: %s\n", t.Name, oneLine(t.Description))
+	}
+	if len(a.Loaded) > 0 {
+		b.WriteString("\n# Loaded tools\n")
+	}
+	for _, name := range a.Loaded {
+		m, err := n.docMeta(name)
+		if err != nil {
+			fmt.Fprintf(&b, "\n## %s\n\n(unavailable: %v)\n", name, err)
+			continue
+		}
+		text := m.Prompt
+		if text == "" {
+			text = m.Description
+		}
+		fmt.Fprintf(&b, "\n## %s\n\n%s\n", name, strings.TrimRight(text, "\n"))
+	}
+	return b.String(), nil
+}
+
+// Call runs a tool (or a built-in) for an agent.
+func (n *Node) Call(ctx context.Context, session, agent, tool string, args []byte) ([]byte, error) {
+	a, err := n.agent(session, agent)
+	if err != nil {
+		return nil, err
+	}
+	if len(args) == 0 {
+		args = []byte("{}")
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(args, &obj); err != nil || obj == nil {
+		return nil, fmt.Errorf("the arguments of %s must be one JSON object", tool)
+	}
+	if isBuiltin(tool) {
+		return n.callBuiltin(session, agent, tool, obj)
+	}
+	if !a.IsLoaded(tool) {
+		if _, known := n.fsm.Tool(tool); !known {
+			return nil, fmt.Errorf("no tool %q in the cluster", tool)
+		}
+		return nil, fmt.Errorf("tool %q is not loaded by agent %q: load it first with tool_load {\"name\":%q}", tool, agent, tool)
+	}
+	e, ok := n.catalog.get(tool)
+	if !ok {
+		return nil, fmt.Errorf("no tool %q in the cluster", tool)
+	}
+	if e.err != nil {
+		return nil, fmt.Errorf("tool %q has metadata this node cannot read: %v", tool, e.err)
+	}
+	if !e.visible {
+		return nil, fmt.Errorf("no node can run tool %q: its variants match no host in the cluster", tool)
+	}
+	exec, err := n.ownExecutable(e.tool)
+	if err != nil {
+		return nil, err
+	}
+	cwd := ""
+	if s, ok := n.fsm.Session(session); ok {
+		cwd = s.Cwd
+	}
+	meta := e.resolved
+	return n.runner.Run(ctx, registry.Invocation{
+		Tool: tool, Meta: &meta, Exec: exec, Args: args,
+		Session: session, Agent: agent, Cwd: cwd,
+	})
+}
+
+// ownExecutable finds the executable a tool runs: the file in this node's
+// tools directory when this node published it, else the published
+// executable materialised in the data directory, else none.
+func (n *Node) ownExecutable(t *raftfsm.Tool) (string, error) {
+	if t.Owner == n.cfg.Name && n.cfg.ToolsDir != "" {
+		p := filepath.Join(n.cfg.ToolsDir, t.Name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	if t.ExecHash == "" {
+		return "", nil
+	}
+	return n.materialise(t.ExecHash)
+}
+
+func (n *Node) callBuiltin(session, agent, tool string, args map[string]json.RawMessage) ([]byte, error) {
+	if tool == builtinAll {
+		return []byte(n.ToolsAll()), nil
+	}
+	var name string
+	if raw, ok := args["name"]; !ok || json.Unmarshal(raw, &name) != nil || name == "" {
+		return nil, fmt.Errorf("%s needs {\"name\":\"NAME\"}", tool)
+	}
+	if tool == builtinLoad {
+		if err := n.Load(session, agent, []string{name}); err != nil {
+			return nil, err
+		}
+		return []byte("loaded " + name + "\n"), nil
+	}
+	if err := n.Unload(session, agent, []string{name}); err != nil {
+		return nil, err
+	}
+	return []byte("unloaded " + name + "\n"), nil
+}

@@ -1,0 +1,115 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/toolnode/toolnode/registry"
+)
+
+// Config is everything a node needs. Zero values take the defaults of
+// DESIGN §5 where one exists.
+type Config struct {
+	Name      string // node name; default: hostname
+	DataDir   string // raft log, snapshots, materialised executables, scratch
+	ToolsDir  string // watched and published; "" = none
+	AgentsDir string // agent profiles; "" = none
+
+	P9Addr      string // default 127.0.0.1:9564
+	GossipAddr  string // default 127.0.0.1:7946
+	ClusterAddr string // default 127.0.0.1:9565
+	Advertise   string // host peers use to reach this node
+	Join        []string
+	Voters      int    // default 5
+	EncryptKey  []byte // gossip key
+	TLSCert     string
+	TLSKey      string
+	TLSCA       string
+
+	CallTimeout time.Duration // default 30s
+	Yolo        bool          // run tools without the sandbox
+
+	// ResolveEvery is how often variants are re-resolved against the host
+	// (a binary can be installed later). Default 30s.
+	ResolveEvery time.Duration
+	// Debounce is how long the watched directories must be quiet before
+	// they are rescanned. Default 100ms.
+	Debounce time.Duration
+	// Host is what variants are resolved against; default the real host.
+	Host *registry.Host
+
+	// LogOutput receives the node's log; default stderr.
+	LogOutput io.Writer
+
+	// P9Listener and ClusterListener, when set, are used instead of
+	// listening on P9Addr and ClusterAddr (tests pass port-0 listeners).
+	P9Listener      net.Listener
+	ClusterListener net.Listener
+}
+
+// Defaults of DESIGN §5.
+const (
+	DefaultP9Addr      = "127.0.0.1:9564"
+	DefaultGossipAddr  = "127.0.0.1:7946"
+	DefaultClusterAddr = "127.0.0.1:9565"
+	DefaultVoters      = 5
+	DefaultCallTimeout = 30 * time.Second
+)
+
+func (c *Config) fill() error {
+	if c.Name == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("node name: no -name and no hostname: %w", err)
+		}
+		c.Name = h
+	}
+	if err := registry.ValidName(c.Name); err != nil {
+		return fmt.Errorf("node name: %w", err)
+	}
+	if c.DataDir == "" {
+		return errors.New("a data directory is required")
+	}
+	abs, err := filepath.Abs(c.DataDir)
+	if err != nil {
+		return fmt.Errorf("data directory %q: %w", c.DataDir, err)
+	}
+	c.DataDir = abs
+	for _, d := range []*string{&c.ToolsDir, &c.AgentsDir} {
+		if *d != "" {
+			if *d, err = filepath.Abs(*d); err != nil {
+				return err
+			}
+		}
+	}
+	if c.P9Addr == "" {
+		c.P9Addr = DefaultP9Addr
+	}
+	if c.GossipAddr == "" {
+		c.GossipAddr = DefaultGossipAddr
+	}
+	if c.ClusterAddr == "" {
+		c.ClusterAddr = DefaultClusterAddr
+	}
+	if c.Voters <= 0 {
+		c.Voters = DefaultVoters
+	}
+	if c.CallTimeout <= 0 {
+		c.CallTimeout = DefaultCallTimeout
+	}
+	if c.ResolveEvery <= 0 {
+		c.ResolveEvery = 30 * time.Second
+	}
+	if c.Debounce <= 0 {
+		c.Debounce = 100 * time.Millisecond
+	}
+	if c.LogOutput == nil {
+		c.LogOutput = os.Stderr
+	}
+	return nil
+}

@@ -1,0 +1,87 @@
+package node
+
+import (
+	"context"
+	"sync"
+
+	"github.com/toolnode/toolnode/p9"
+	"github.com/toolnode/toolnode/raftfsm"
+)
+
+// eventLog is the node's events stream: a bounded ring of the newest
+// events, numbered by this node in the order it saw them. Readers that
+// fall more than the ring's size behind skip to the oldest kept event.
+type eventLog struct {
+	mu   sync.Mutex
+	ring []p9.Event
+	max  int
+	last uint64
+	wake chan struct{} // closed and replaced on every add
+}
+
+func newEventLog(max int) *eventLog {
+	return &eventLog{max: max, wake: make(chan struct{})}
+}
+
+func (l *eventLog) add(kind, name string) {
+	l.mu.Lock()
+	l.last++
+	l.ring = append(l.ring, p9.Event{Index: l.last, Kind: kind, Name: name})
+	if len(l.ring) > l.max {
+		l.ring = append(l.ring[:0], l.ring[len(l.ring)-l.max:]...)
+	}
+	close(l.wake)
+	l.wake = make(chan struct{})
+	l.mu.Unlock()
+}
+
+func (l *eventLog) lastIndex() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.last
+}
+
+// since returns the events after index, blocking until there is one or
+// ctx is done (then nil).
+func (l *eventLog) since(ctx context.Context, after uint64) []p9.Event {
+	for {
+		l.mu.Lock()
+		var out []p9.Event
+		for _, e := range l.ring {
+			if e.Index > after {
+				out = append(out, e)
+			}
+		}
+		wake := l.wake
+		l.mu.Unlock()
+		if len(out) > 0 {
+			return out
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-wake:
+		}
+	}
+}
+
+// Changed is the FSM observer: it records the events of an applied entry
+// and refreshes this node's view of the tools it names.
+func (n *Node) Changed(events []raftfsm.Event) {
+	var tools []string
+	for _, e := range events {
+		n.events.add(e.Kind, e.Name)
+		if e.Kind == "tool+" || e.Kind == "tool-" {
+			tools = append(tools, e.Name)
+		}
+	}
+	if len(tools) > 0 {
+		n.catalog.update(tools, n.fsm.Tool)
+	}
+}
+
+// Restored is the FSM observer for a snapshot restore: everything is
+// re-resolved.
+func (n *Node) Restored() {
+	n.catalog.rebuild(n.fsm.Tools())
+}

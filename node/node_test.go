@@ -1,0 +1,207 @@
+package node
+
+import (
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"9fans.net/go/plan9"
+	"9fans.net/go/plan9/client"
+)
+
+type testNode struct {
+	*Node
+	cfg Config
+}
+
+func listen(t testing.TB) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}
+
+// startNode runs a node on loopback port-0 listeners with the sandbox on.
+func startNode(t testing.TB, data, tools, agents string) *testNode {
+	t.Helper()
+	cfg := Config{
+		Name: "n1", DataDir: data, ToolsDir: tools, AgentsDir: agents,
+		GossipAddr:      "127.0.0.1:0",
+		P9Listener:      listen(t),
+		ClusterListener: listen(t),
+		Debounce:        20 * time.Millisecond,
+		LogOutput:       testWriter{t},
+	}
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return &testNode{Node: n, cfg: cfg}
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Logf("%s", strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func mount(t testing.TB, addr string) *client.Fsys {
+	t.Helper()
+	fsys, err := client.Mount("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fsys.Close() })
+	return fsys
+}
+
+func readFile(t testing.TB, fsys *client.Fsys, path string) string {
+	t.Helper()
+	fid, err := fsys.Open(path, plan9.OREAD)
+	if err != nil {
+		t.Fatalf("open %s: %v", path, err)
+	}
+	defer fid.Close()
+	b, err := io.ReadAll(fid)
+	if err != nil {
+		t.Fatalf("read %s: %v", path, err)
+	}
+	return string(b)
+}
+
+// ask writes a request to an answer file and reads the answer on the same fid.
+func ask(fsys *client.Fsys, path, req string) (string, error) {
+	fid, err := fsys.Open(path, plan9.ORDWR)
+	if err != nil {
+		return "", err
+	}
+	defer fid.Close()
+	if _, err := fid.WriteAt([]byte(req), 0); err != nil {
+		return "", err
+	}
+	var out []byte
+	buf := make([]byte, 8192)
+	for {
+		n, err := fid.ReadAt(buf, int64(len(out)))
+		out = append(out, buf[:n]...)
+		if n == 0 || err == io.EOF {
+			return string(out), nil
+		}
+		if err != nil {
+			return string(out), err
+		}
+	}
+}
+
+func mustAsk(t testing.TB, fsys *client.Fsys, path, req string) string {
+	t.Helper()
+	out, err := ask(fsys, path, req)
+	if err != nil {
+		t.Fatalf("%s <- %q: %v", path, req, err)
+	}
+	return out
+}
+
+func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func writeTool(t testing.TB, dir, name, meta, script string) {
+	t.Helper()
+	if script != "" {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".meta"), []byte(meta), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func Test_Node_PublishWatchCallRestart(t *testing.T) {
+	root := t.TempDir()
+	data, tools, agents := filepath.Join(root, "data"), filepath.Join(root, "tools"), filepath.Join(root, "agents")
+	os.MkdirAll(tools, 0o755)
+	os.MkdirAll(agents, 0o755)
+	writeTool(t, tools, "greet", `{"description":"say hello","prompt":"Greets NAME.","args":{"type":"object","required":["name"],"properties":{"name":{"type":"string"}}}}`,
+		"#!/bin/sh\nread -r line\necho \"hello $line from $TOOLNODE_NODE as $OLLIE_SESSION_ID/$OLLIE_AGENT\"\n")
+	writeTool(t, tools, "hidden", `{"description":"never here","variants":[{"match":{"binary":"no-such-binary-anywhere"}}]}`, "")
+	os.WriteFile(filepath.Join(agents, "helper.json"), []byte(`{"autoLoad":["greet"]}`), 0o644)
+
+	n := startNode(t, data, tools, agents)
+	fsys := mount(t, n.P9Addr())
+	if got := readFile(t, fsys, "t/idx"); got != "greet\tsay hello\n" {
+		t.Fatalf("t/idx = %q", got)
+	}
+
+	// Watching: a new tool shows up, an invalid edit keeps the valid one,
+	// a removal withdraws it.
+	writeTool(t, tools, "later", `{"description":"added later"}`, "")
+	waitFor(t, "later in t/idx", time.Second, func() bool { return strings.Contains(readFile(t, fsys, "t/idx"), "later\tadded later") })
+	os.WriteFile(filepath.Join(tools, "later.meta"), []byte(`{"description": 42}`), 0o644)
+	writeTool(t, tools, "marker", `{"description":"marker"}`, "")
+	waitFor(t, "marker in t/idx", time.Second, func() bool { return strings.Contains(readFile(t, fsys, "t/idx"), "marker") })
+	if !strings.Contains(readFile(t, fsys, "t/idx"), "later\tadded later") {
+		t.Fatal("an invalid edit replaced the valid tool")
+	}
+	os.Remove(filepath.Join(tools, "later.meta"))
+	waitFor(t, "later withdrawn", time.Second, func() bool { return !strings.Contains(readFile(t, fsys, "t/idx"), "later") })
+
+	// Sessions and agents.
+	if got := mustAsk(t, fsys, "session/new", "name=dev agent=helper cwd="+root); got != "dev\n" {
+		t.Fatalf("session/new answered %q", got)
+	}
+	if got := readFile(t, fsys, "session/dev/agent/helper/toolsrv.loaded"); got != "greet\n" {
+		t.Fatalf("autoLoad: loaded = %q", got)
+	}
+	out := mustAsk(t, fsys, "session/dev/agent/helper/call", `greet {"name":"x"}`)
+	if out != "hello {\"name\":\"x\"} from n1 as dev/helper\n" {
+		t.Fatalf("call output %q", out)
+	}
+	if _, err := ask(fsys, "session/dev/agent/helper/call", `greet {"name":1}`); err == nil {
+		t.Fatal("arguments violating the schema were accepted")
+	}
+	if _, err := ask(fsys, "session/dev/agent/helper/call", `marker {}`); err == nil || !strings.Contains(err.Error(), "not loaded") {
+		t.Fatalf("calling an unloaded tool: %v", err)
+	}
+	mustAsk(t, fsys, "session/dev/agent/helper/call", `tool_load {"name":"marker"}`)
+	if rev := readFile(t, fsys, "session/dev/agent/helper/toolsrv.rev"); rev != "2\n" {
+		t.Fatalf("rev = %q", rev)
+	}
+	if _, err := ask(fsys, "session/dev/agent/helper/ctl", "tool_load nosuch"); err == nil || !strings.Contains(err.Error(), "no tool \"nosuch\"") {
+		t.Fatalf("loading an unknown tool: %v", err)
+	}
+	pre := readFile(t, fsys, "session/dev/agent/helper/preamble")
+	if !strings.Contains(pre, "greet: say hello") || !strings.Contains(pre, "## greet\n\nGreets NAME.") {
+		t.Fatalf("preamble:\n%s", pre)
+	}
+
+	// Restart on the same data directory: everything is still there.
+	n.Close()
+	n2 := startNode(t, data, tools, agents)
+	fsys2 := mount(t, n2.P9Addr())
+	if got := readFile(t, fsys2, "session/dev/agent/helper/toolsrv.loaded"); got != "greet\nmarker\n" {
+		t.Fatalf("after restart loaded = %q", got)
+	}
+	if rev := readFile(t, fsys2, "session/dev/agent/helper/toolsrv.rev"); rev != "2\n" {
+		t.Fatalf("after restart rev = %q", rev)
+	}
+	if got := readFile(t, fsys2, "t/idx"); got != "greet\tsay hello\nmarker\tmarker\n" {
+		t.Fatalf("after restart t/idx = %q", got)
+	}
+}

@@ -1,0 +1,282 @@
+package node
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/toolnode/toolnode/raftfsm"
+	"github.com/toolnode/toolnode/registry"
+)
+
+// MaxExecutable is the largest executable the cluster replicates. A
+// bigger one is not published (the tool's metadata is), with a log line;
+// the node that has it still runs it from its tools directory.
+const MaxExecutable = 16 << 20
+
+// publishBatch bounds how many tools one Raft command carries.
+const publishBatch = 512
+
+// publisher keeps the replicated catalog in step with this node's tools
+// and agents directories. Only one sync runs at a time.
+type publisher struct {
+	mu       sync.Mutex
+	problems map[string]string // file → reason, as last logged
+	hashes   map[string]hashed // executable path → content hash cache
+}
+
+type hashed struct {
+	size  int64
+	mtime time.Time
+	hash  string
+}
+
+func (n *Node) startPublisher() {
+	n.pub.problems = map[string]string{}
+	n.pub.hashes = map[string]hashed{}
+	n.syncTools()
+	n.syncProfiles()
+	for _, w := range []struct {
+		dir  string
+		sync func()
+	}{{n.cfg.ToolsDir, n.syncTools}, {n.cfg.AgentsDir, n.syncProfiles}} {
+		if w.dir == "" {
+			continue
+		}
+		w := w
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			err := registry.WatchDir(n.ctx, w.dir, n.cfg.Debounce, n.logger.Printf, w.sync)
+			if err != nil && n.ctx.Err() == nil {
+				n.logger.Printf("watching %s stopped: %v", w.dir, err)
+			}
+		}()
+	}
+}
+
+// startResolver re-resolves every tool's variants periodically, so a
+// binary installed later (or removed) changes what this host shows.
+func (n *Node) startResolver() {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		t := time.NewTicker(n.cfg.ResolveEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-n.ctx.Done():
+				return
+			case <-t.C:
+				if n.catalog.rebuild(n.fsm.Tools()) {
+					n.logger.Printf("re-resolved variants: this host now runs %d tools", n.catalog.count())
+				}
+			}
+		}
+	}()
+}
+
+// logProblems logs each invalid file once per distinct reason.
+func (n *Node) logProblems(kind string, probs []registry.Problem) map[string]bool {
+	present := map[string]bool{}
+	n.pub.mu.Lock()
+	defer n.pub.mu.Unlock()
+	for _, p := range probs {
+		present[p.File] = true
+		reason := p.Err.Error()
+		if n.pub.problems[p.File] != reason {
+			n.logger.Printf("%s: skipping invalid %s: %s (a valid version already published is kept)", kind, p.File, reason)
+			n.pub.problems[p.File] = reason
+		}
+	}
+	for f := range n.pub.problems {
+		if filepath.Dir(f) == dirOf(kind, n) && !present[f] {
+			delete(n.pub.problems, f)
+		}
+	}
+	return present
+}
+
+func dirOf(kind string, n *Node) string {
+	if kind == "tools" {
+		return n.cfg.ToolsDir
+	}
+	return n.cfg.AgentsDir
+}
+
+// invalidNames are the names whose files exist but are invalid: their
+// published versions are kept, not withdrawn.
+func invalidNames(probs []registry.Problem, suffix string) map[string]bool {
+	out := map[string]bool{}
+	for _, p := range probs {
+		if base := filepath.Base(p.File); strings.HasSuffix(base, suffix) {
+			out[strings.TrimSuffix(base, suffix)] = true
+		}
+	}
+	return out
+}
+
+// syncTools publishes what changed in the tools directory and withdraws
+// the tools this node owns that are gone from it.
+func (n *Node) syncTools() {
+	if n.cfg.ToolsDir == "" {
+		return
+	}
+	found, probs, err := registry.ScanTools(n.cfg.ToolsDir)
+	if err != nil {
+		n.logger.Printf("tools: cannot read %s: %v", n.cfg.ToolsDir, err)
+		return
+	}
+	n.logProblems("tools", probs)
+	keep := invalidNames(probs, ".meta")
+
+	var specs []raftfsm.ToolSpec
+	for name, dt := range found {
+		spec := raftfsm.ToolSpec{Name: name, Meta: dt.Meta}
+		var exe []byte
+		if dt.Exec != "" {
+			spec.ExecHash, exe = n.execHash(dt.Exec)
+		}
+		cur, ok := n.fsm.Tool(name)
+		if ok && cur.Owner == n.cfg.Name && bytes.Equal(cur.Meta, dt.Meta) && cur.ExecHash == spec.ExecHash {
+			continue
+		}
+		if spec.ExecHash != "" {
+			if _, stored := n.fsm.Blob(spec.ExecHash); !stored {
+				spec.Exec = exe
+				if spec.Exec == nil {
+					spec.Exec, _ = os.ReadFile(dt.Exec)
+					if ExecHashOf(spec.Exec) != spec.ExecHash {
+						continue // changed under us; the watcher will call again
+					}
+				}
+			}
+		}
+		specs = append(specs, spec)
+	}
+	var gone []string
+	for _, t := range n.fsm.Tools() {
+		if t.Owner == n.cfg.Name && found[t.Name].Name == "" && !keep[t.Name] {
+			gone = append(gone, t.Name)
+		}
+	}
+	for len(specs) > 0 {
+		k := min(len(specs), publishBatch)
+		cmd := raftfsm.PublishTools{Owner: n.cfg.Name, Time: time.Now().UnixNano(), Tools: specs[:k]}
+		if _, err := n.apply(raftfsm.CmdPublishTools, cmd); err != nil {
+			n.logger.Printf("tools: publishing %d tools failed: %v", k, err)
+			return
+		}
+		specs = specs[k:]
+	}
+	if len(gone) > 0 {
+		if _, err := n.apply(raftfsm.CmdWithdrawTools, raftfsm.WithdrawTools{Owner: n.cfg.Name, Names: gone}); err != nil {
+			n.logger.Printf("tools: withdrawing %s failed: %v", strings.Join(gone, ", "), err)
+		}
+	}
+}
+
+// ExecHashOf is the content address of an executable.
+func ExecHashOf(b []byte) string { return raftfsm.ExecHash(b) }
+
+// execHash hashes an executable, reusing the last hash while its size and
+// modification time are unchanged. It returns the content when it had to
+// read it, and "" for a file over MaxExecutable or unreadable.
+func (n *Node) execHash(path string) (string, []byte) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", nil
+	}
+	if fi.Size() > MaxExecutable {
+		n.logger.Printf("tools: %s is %d bytes, over the %d-byte limit for replicated executables: publishing its metadata only", path, fi.Size(), MaxExecutable)
+		return "", nil
+	}
+	n.pub.mu.Lock()
+	h, ok := n.pub.hashes[path]
+	n.pub.mu.Unlock()
+	if ok && h.size == fi.Size() && h.mtime.Equal(fi.ModTime()) {
+		return h.hash, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		n.logger.Printf("tools: cannot read %s: %v", path, err)
+		return "", nil
+	}
+	sum := ExecHashOf(b)
+	n.pub.mu.Lock()
+	n.pub.hashes[path] = hashed{size: fi.Size(), mtime: fi.ModTime(), hash: sum}
+	n.pub.mu.Unlock()
+	return sum, b
+}
+
+// syncProfiles does for the agents directory what syncTools does for
+// tools.
+func (n *Node) syncProfiles() {
+	if n.cfg.AgentsDir == "" {
+		return
+	}
+	found, probs, err := registry.ScanProfiles(n.cfg.AgentsDir)
+	if err != nil {
+		n.logger.Printf("agents: cannot read %s: %v", n.cfg.AgentsDir, err)
+		return
+	}
+	n.logProblems("agents", probs)
+	keep := invalidNames(probs, ".json")
+	var specs []raftfsm.ProfileSpec
+	for name, p := range found {
+		if cur, ok := n.fsm.Profile(name); ok && cur.Owner == n.cfg.Name && bytes.Equal(cur.Data, p.Data) {
+			continue
+		}
+		specs = append(specs, raftfsm.ProfileSpec{Name: name, Data: p.Data, AutoLoad: p.Parsed.AutoLoad})
+	}
+	var gone []string
+	for _, p := range n.fsm.Profiles() {
+		if _, ok := found[p.Name]; !ok && p.Owner == n.cfg.Name && !keep[p.Name] {
+			gone = append(gone, p.Name)
+		}
+	}
+	if len(specs) > 0 {
+		if _, err := n.apply(raftfsm.CmdPublishProfiles, raftfsm.PublishProfiles{Owner: n.cfg.Name, Profiles: specs}); err != nil {
+			n.logger.Printf("agents: publishing profiles failed: %v", err)
+		}
+	}
+	if len(gone) > 0 {
+		if _, err := n.apply(raftfsm.CmdWithdrawProfiles, raftfsm.WithdrawProfiles{Owner: n.cfg.Name, Names: gone}); err != nil {
+			n.logger.Printf("agents: withdrawing profiles failed: %v", err)
+		}
+	}
+}
+
+// materialise writes a published executable into the data directory
+// (content-addressed, executable) and returns its path.
+func (n *Node) materialise(hash string) (string, error) {
+	path := filepath.Join(n.execDir(), hash)
+	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
+		return path, nil
+	}
+	b, ok := n.fsm.Blob(hash)
+	if !ok {
+		return "", fmt.Errorf("executable %s is not in the cluster's store", hash)
+	}
+	tmp, err := os.CreateTemp(n.execDir(), ".tmp-*")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return "", err
+	}
+	if err := tmp.Chmod(0o755); err != nil {
+		tmp.Close()
+		return "", err
+	}
+	if err := tmp.Close(); err != nil {
+		return "", err
+	}
+	return path, os.Rename(tmp.Name(), path)
+}
