@@ -80,7 +80,11 @@ func serve(args []string) error {
 		}
 	}
 
-	log.Printf("toolnode: data %s, tools %s, agents %s", cfg.DataDir, orNone(cfg.ToolsDir), orNone(cfg.AgentsDir))
+	// Our own logger: a dependency of the Raft log store reformats the
+	// standard one at init.
+	logger := log.New(os.Stderr, "", log.LstdFlags)
+	cfg.LogOutput = os.Stderr
+	logger.Printf("toolnode: data %s, tools %s, agents %s", cfg.DataDir, orNone(cfg.ToolsDir), orNone(cfg.AgentsDir))
 	n, err := node.New(cfg)
 	if err != nil {
 		return err
@@ -88,7 +92,7 @@ func serve(args []string) error {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	s := <-sig
-	log.Printf("toolnode: %v: shutting down", s)
+	logger.Printf("toolnode: %v: shutting down", s)
 	signal.Stop(sig)
 	done := make(chan error, 1)
 	go func() { done <- n.Close() }()
