@@ -1,16 +1,21 @@
 package node
 
 import (
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"9fans.net/go/plan9"
 	"9fans.net/go/plan9/client"
+
+	"github.com/toolnode/toolnode/registry"
 )
 
 type testNode struct {
@@ -203,5 +208,82 @@ func Test_Node_PublishWatchCallRestart(t *testing.T) {
 	}
 	if got := readFile(t, fsys2, "t/idx"); got != "greet\tsay hello\nmarker\tmarker\n" {
 		t.Fatalf("after restart t/idx = %q", got)
+	}
+}
+
+// A binary installed after start makes a hidden tool visible at the next
+// periodic re-resolve, without any change to its metadata.
+func Test_Node_PeriodicReresolve(t *testing.T) {
+	root := t.TempDir()
+	tools := filepath.Join(root, "tools")
+	os.MkdirAll(tools, 0o755)
+	writeTool(t, tools, "needs_frob", `{"description":"generic","variants":[{"match":{"binary":"frob"},"description":"with frob"}]}`, "")
+	var mu sync.Mutex
+	installed := false
+	host := registry.LocalHost()
+	host.LookPath = func(name string) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if name == "frob" && installed {
+			return "/usr/bin/frob", nil
+		}
+		return "", errors.New("not found")
+	}
+	cfg := Config{
+		Name: "n1", DataDir: filepath.Join(root, "data"), ToolsDir: tools,
+		GossipAddr: "127.0.0.1:0", P9Listener: listen(t), ClusterListener: listen(t),
+		ResolveEvery: 50 * time.Millisecond, Host: &host, LogOutput: testWriter{t},
+	}
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	fsys := mount(t, n.P9Addr())
+	if got := readFile(t, fsys, "t/idx"); got != "" {
+		t.Fatalf("t/idx before frob = %q", got)
+	}
+	mu.Lock()
+	installed = true
+	mu.Unlock()
+	waitFor(t, "needs_frob to appear", 2*time.Second, func() bool {
+		return readFile(t, fsys, "t/idx") == "needs_frob\twith frob\n"
+	})
+}
+
+// State survives a restart from a snapshot plus the log after it.
+func Test_Node_RestartFromSnapshot(t *testing.T) {
+	root := t.TempDir()
+	data, tools := filepath.Join(root, "data"), filepath.Join(root, "tools")
+	os.MkdirAll(tools, 0o755)
+	for i := 0; i < 50; i++ {
+		writeTool(t, tools, fmt.Sprintf("t%02d", i), fmt.Sprintf(`{"description":"tool %d"}`, i), "#!/bin/sh\ncat\n")
+	}
+	n := startNode(t, data, tools, "")
+	fsys := mount(t, n.P9Addr())
+	mustAsk(t, fsys, "session/new", "name=s")
+	mustAsk(t, fsys, "session/s/agent/new", "name=a")
+	mustAsk(t, fsys, "session/s/agent/a/tools", "t01\nt02")
+	if err := n.raft.Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	mustAsk(t, fsys, "session/s/agent/a/ctl", "tool_unload t01")
+	mustAsk(t, fsys, "session/s/agent/a/ctl", "tool_load t03")
+	idx := readFile(t, fsys, "t/idx")
+	n.Close()
+
+	n2 := startNode(t, data, tools, "")
+	fsys2 := mount(t, n2.P9Addr())
+	if got := readFile(t, fsys2, "session/s/agent/a/toolsrv.loaded"); got != "t02\nt03\n" {
+		t.Fatalf("loaded after restart = %q", got)
+	}
+	if got := readFile(t, fsys2, "session/s/agent/a/toolsrv.rev"); got != "4\n" {
+		t.Fatalf("rev after restart = %q", got)
+	}
+	if got := readFile(t, fsys2, "t/idx"); got != idx {
+		t.Fatalf("t/idx after restart differs:\n%s\nwant\n%s", got, idx)
+	}
+	if got := readFile(t, fsys2, "t/t07"); got != "#!/bin/sh\ncat\n" {
+		t.Fatalf("published executable after restart = %q", got)
 	}
 }
