@@ -1,4 +1,3 @@
-
 package p9
 
 import (

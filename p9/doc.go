@@ -20,7 +20,10 @@
 //     flushes, so a burst goes out in one batch. When every slot is busy
 //     the reader stops reading, so TCP slows a flooding client and the
 //     server's memory stays bounded; other connections are not affected.
-//     A Tflush sent while every slot is busy is read once a slot frees.
+//     Requests read while every slot is busy wait in a queue as long as
+//     MaxInflight; only when it is full does the reader stop. A Tflush
+//     needs no slot, so a client can cancel even when every slot is busy.
+//     At most MaxConns connections are served at once.
 //   - Tflush cancels the request's context and waits until its response is
 //     queued, then answers Rflush. Tversion aborts the session: in-flight
 //     requests are cancelled and answered, every fid is clunked.

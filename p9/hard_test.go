@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"9fans.net/go/plan9"
+	"9fans.net/go/plan9/client"
 	"github.com/knusbaum/go9p/proto"
 )
 
@@ -438,4 +439,31 @@ func TestHardening_FlushWhenSlotsFull(t *testing.T) {
 		rx := r.recv()
 		got[rx.Tag] = rx.Type
 	}
+}
+
+// Past MaxConns a new connection is closed at once; the others go on, and
+// a place freed is taken again.
+func TestHardening_MaxConns(t *testing.T) {
+	_, addr := startServer(t, newFake(), Options{MaxConns: 2})
+	a, b := dialRaw(t, addr), dialRaw(t, addr)
+	a.handshake()
+	b.handshake()
+	c := dialRaw(t, addr)
+	c.expectClosed()
+	a.stillServes()
+	a.nc.Close()
+	waitFor(t, "a new connection to be served", func() bool {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			return false
+		}
+		defer nc.Close()
+		client, err := client.NewConn(nc)
+		if err != nil {
+			return false
+		}
+		_, err = client.Attach(nil, "u", "")
+		return err == nil
+	})
+	b.stillServes()
 }

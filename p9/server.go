@@ -26,6 +26,10 @@ type Options struct {
 	Logf func(format string, args ...any)
 	// Owner is the uid, gid and muid shown in stat (default "toolnode").
 	Owner string
+	// MaxConns is how many connections are served at once (default
+	// 1024); one more is closed at once with a log line, so a flood of
+	// connections cannot exhaust the node's memory or descriptors.
+	MaxConns int
 	// EventWait is how long a read of events waits for an event before
 	// it returns 0 bytes (default 5s).
 	EventWait time.Duration
@@ -68,6 +72,9 @@ func NewServer(b Backend, opt Options) *Server {
 	}
 	if opt.Owner == "" {
 		opt.Owner = "toolnode"
+	}
+	if opt.MaxConns <= 0 {
+		opt.MaxConns = 1024
 	}
 	if opt.EventWait <= 0 {
 		opt.EventWait = 5 * time.Second
@@ -124,7 +131,7 @@ func (s *Server) Serve(l net.Listener) error {
 		delay = 0
 		c := s.newConn(nc)
 		if c == nil {
-			continue // closed meanwhile
+			continue // closed meanwhile, or too many connections
 		}
 		go c.serve()
 	}
@@ -167,11 +174,17 @@ func (s *Server) isClosed() bool {
 	return s.closed
 }
 
-// newConn registers nc, or closes it and returns nil after Close.
+// newConn registers nc, or closes it and returns nil after Close or when
+// MaxConns connections are open.
 func (s *Server) newConn(nc net.Conn) *conn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
+		nc.Close()
+		return nil
+	}
+	if len(s.conns) >= s.opt.MaxConns {
+		s.opt.Logf("9p: refusing %s: %d connections are open, the most this node serves", nc.RemoteAddr(), len(s.conns))
 		nc.Close()
 		return nil
 	}
