@@ -395,11 +395,15 @@ func (n *Node) Preamble(session, agent string) (string, error) {
 			fmt.Fprintf(&b, "\n## %s\n\n(unavailable: %v)\n", name, err)
 			continue
 		}
-		text := m.Prompt
+		text := strings.TrimSpace(m.Prompt)
 		if text == "" {
 			text = m.Description
 		}
-		fmt.Fprintf(&b, "\n## %s\n\n%s\n", name, strings.TrimRight(text, "\n"))
+		// Prompts usually open with their own heading ("## NAME").
+		if !strings.HasPrefix(text, "#") {
+			text = "## " + name + "\n\n" + text
+		}
+		fmt.Fprintf(&b, "\n%s\n", text)
 	}
 	return b.String(), nil
 }

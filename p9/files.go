@@ -212,20 +212,14 @@ func agentCtl(b Backend, n *node, line string) ([]byte, error) {
 // checkSpec checks a "name=X [key=V]..." line before the Backend sees it,
 // so a mistyped line gets the usage in its error.
 func checkSpec(spec, usage string, keys ...string) error {
-	hasName := false
 	for _, f := range strings.Fields(spec) {
 		k, v, ok := strings.Cut(f, "=")
 		switch {
 		case !ok || v == "":
 			return fmt.Errorf("%q is not KEY=VALUE: write %s", f, usage)
-		case k == "name":
-			hasName = true
-		case !contains(keys, k):
+		case k != "name" && !contains(keys, k):
 			return fmt.Errorf("unknown key %q: write %s", k, usage)
 		}
-	}
-	if !hasName {
-		return fmt.Errorf("no name given: write %s", usage)
 	}
 	return nil
 }

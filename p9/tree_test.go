@@ -463,7 +463,7 @@ func TestAnswerFiles(t *testing.T) {
 		{"new session bad spec", "session/new", "s3", "", `write "name=S [agent=PROFILE] [cwd=DIR]"`},
 		{"new session unknown key", "session/new", "name=s3 color=red", "", `unknown key "color"`},
 		{"new agent", "session/s1/agent/new", "name=b1", "b1\n", ""},
-		{"new agent bad", "session/s1/agent/new", "profile=coder", "", `no name given: write "name=A [profile=P]"`},
+		{"new agent bad", "session/s1/agent/new", "profile", "", `"profile" is not KEY=VALUE: write "name=A [profile=P]"`},
 		{"load", "session/s1/agent/a1/ctl", "tool_load fail", "loaded fail\n", ""},
 		{"load unknown", "session/s1/agent/a1/ctl", "tool_load nope", "", `no tool "nope" in the cluster`},
 		{"unload", "session/s1/agent/a1/ctl", "tool_unload fail\n", "unloaded fail\n", ""},

@@ -106,11 +106,12 @@ func applyWithdrawProfiles(st *state, index uint64, body []byte, ev *[]Event) an
 	return Result{}
 }
 
-// genName makes the next generated name with prefix, skipping taken ones.
-func genName(st *state, prefix string, taken func(string) bool) string {
+// genName makes the next generated name with prefix from counter,
+// skipping taken ones.
+func genName(counter *uint64, prefix string, taken func(string) bool) string {
 	for {
-		st.NextID++
-		n := prefix + strconv.FormatUint(st.NextID, 10)
+		*counter++
+		n := prefix + strconv.FormatUint(*counter, 10)
 		if !taken(n) {
 			return n
 		}
@@ -150,7 +151,7 @@ func applyCreateSession(st *state, index uint64, body []byte, ev *[]Event) any {
 	decode(body, &c)
 	name := c.Name
 	if name == "" {
-		name = genName(st, "s", func(n string) bool { return st.Sessions[n] != nil })
+		name = genName(&st.LastSession, "s", func(n string) bool { return st.Sessions[n] != nil })
 	} else if err := checkName("session", name); err != nil {
 		return err
 	}
@@ -198,7 +199,7 @@ func applyCreateAgent(st *state, index uint64, body []byte, ev *[]Event) any {
 	}
 	name := c.Name
 	if name == "" {
-		name = genName(st, "a", func(n string) bool { return s.Agents[n] != nil })
+		name = genName(&st.LastAgent, "a", func(n string) bool { return s.Agents[n] != nil })
 	} else if err := checkName("agent", name); err != nil {
 		return err
 	}

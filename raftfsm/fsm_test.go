@@ -157,33 +157,33 @@ func TestFSM_SessionsAgentsLoad(t *testing.T) {
 	if r := h.ok(CmdCreateSession, CreateSession{}); r.Name != "s1" {
 		t.Fatalf("generated session %q", r.Name)
 	}
-	if r := h.ok(CmdCreateAgent, CreateAgent{Session: "dev"}); r.Name != "a2" {
+	if r := h.ok(CmdCreateAgent, CreateAgent{Session: "dev"}); r.Name != "a1" {
 		t.Fatalf("generated agent %q", r.Name)
 	}
 
-	h.ok(CmdLoad, Load{Session: "dev", Agent: "a2", Names: []string{"write", "read"}})
-	h.ok(CmdLoad, Load{Session: "dev", Agent: "a2", Names: []string{"write"}}) // no change
-	a, _ = h.fsm.Agent("dev", "a2")
+	h.ok(CmdLoad, Load{Session: "dev", Agent: "a1", Names: []string{"write", "read"}})
+	h.ok(CmdLoad, Load{Session: "dev", Agent: "a1", Names: []string{"write"}}) // no change
+	a, _ = h.fsm.Agent("dev", "a1")
 	if !reflect.DeepEqual(a.Loaded, []string{"write", "read"}) || a.Rev != 2 {
 		t.Fatalf("after load: %+v", a)
 	}
 	// All or nothing: an unknown name refuses the whole command.
-	h.fail(CmdLoad, Load{Session: "dev", Agent: "a2", Names: []string{"grep", "nope"}}, ErrNotFound)
-	h.fail(CmdUnload, Load{Session: "dev", Agent: "a2", Names: []string{"read", "grep"}}, ErrNotLoaded)
-	a, _ = h.fsm.Agent("dev", "a2")
+	h.fail(CmdLoad, Load{Session: "dev", Agent: "a1", Names: []string{"grep", "nope"}}, ErrNotFound)
+	h.fail(CmdUnload, Load{Session: "dev", Agent: "a1", Names: []string{"read", "grep"}}, ErrNotLoaded)
+	a, _ = h.fsm.Agent("dev", "a1")
 	if len(a.Loaded) != 2 || a.Rev != 2 {
 		t.Fatalf("refused command changed the agent: %+v", a)
 	}
-	h.ok(CmdUnload, Unload{Session: "dev", Agent: "a2", Names: []string{"write"}})
-	a, _ = h.fsm.Agent("dev", "a2")
+	h.ok(CmdUnload, Unload{Session: "dev", Agent: "a1", Names: []string{"write"}})
+	a, _ = h.fsm.Agent("dev", "a1")
 	if !reflect.DeepEqual(a.Loaded, []string{"read"}) || a.Rev != 3 {
 		t.Fatalf("after unload: %+v", a)
 	}
-	h.fail(CmdLoad, Load{Session: "nope", Agent: "a2", Names: []string{"read"}}, ErrNotFound)
+	h.fail(CmdLoad, Load{Session: "nope", Agent: "a1", Names: []string{"read"}}, ErrNotFound)
 	h.fail(CmdLoad, Load{Session: "dev", Agent: "nope", Names: []string{"read"}}, ErrNotFound)
 
-	h.ok(CmdKillAgent, KillAgent{Session: "dev", Name: "a2"})
-	h.fail(CmdKillAgent, KillAgent{Session: "dev", Name: "a2"}, ErrNotFound)
+	h.ok(CmdKillAgent, KillAgent{Session: "dev", Name: "a1"})
+	h.fail(CmdKillAgent, KillAgent{Session: "dev", Name: "a1"}, ErrNotFound)
 	h.ok(CmdKillSession, KillSession{Name: "dev"})
 	h.fail(CmdKillSession, KillSession{Name: "dev"}, ErrNotFound)
 	if got := h.fsm.SessionNames(); !reflect.DeepEqual(got, []string{"s1"}) {

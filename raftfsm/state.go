@@ -114,8 +114,9 @@ type state struct {
 	Blobs    map[string][]byte   `json:"blobs"`
 	Profiles map[string]*Profile `json:"profiles"`
 	Sessions map[string]*Session `json:"sessions"`
-	// NextID numbers generated session and agent names.
-	NextID uint64 `json:"nextID"`
+	// LastSession and LastAgent number generated names ("s1", "a1").
+	LastSession uint64 `json:"lastSession"`
+	LastAgent   uint64 `json:"lastAgent"`
 
 	// refs counts the tools that refer to each blob; derived, not stored.
 	refs map[string]int
@@ -134,12 +135,13 @@ func newState() *state {
 // clone is a shallow copy: safe because records are immutable.
 func (s *state) clone() *state {
 	c := &state{
-		Tools:    make(map[string]*Tool, len(s.Tools)),
-		Blobs:    make(map[string][]byte, len(s.Blobs)),
-		Profiles: make(map[string]*Profile, len(s.Profiles)),
-		Sessions: make(map[string]*Session, len(s.Sessions)),
-		NextID:   s.NextID,
-		refs:     make(map[string]int, len(s.refs)),
+		Tools:       make(map[string]*Tool, len(s.Tools)),
+		Blobs:       make(map[string][]byte, len(s.Blobs)),
+		Profiles:    make(map[string]*Profile, len(s.Profiles)),
+		Sessions:    make(map[string]*Session, len(s.Sessions)),
+		LastSession: s.LastSession,
+		LastAgent:   s.LastAgent,
+		refs:        make(map[string]int, len(s.refs)),
 	}
 	for k, v := range s.refs {
 		c.refs[k] = v

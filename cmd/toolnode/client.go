@@ -218,7 +218,11 @@ func call(args []string) error {
 		if _, err := request(fsys, "session/new", "name="+s); err != nil {
 			return err
 		}
-		defer request(fsys, "session/"+s+"/ctl", "kill")
+		defer func() {
+			if err := tell(fsys, "session/"+s+"/ctl", "kill"); err != nil {
+				fmt.Fprintf(os.Stderr, "toolnode call: removing session %s: %v\n", s, err)
+			}
+		}()
 		if _, err := request(fsys, "session/"+s+"/agent/new", "name=cli"); err != nil {
 			return err
 		}
@@ -232,6 +236,17 @@ func call(args []string) error {
 		return err
 	}
 	_, err = os.Stdout.Write(out)
+	return err
+}
+
+// tell writes one command to a write-only file.
+func tell(fsys *client.Fsys, path, cmd string) error {
+	fid, err := fsys.Open(path, plan9.OWRITE)
+	if err != nil {
+		return err
+	}
+	defer fid.Close()
+	_, err = fid.WriteAt([]byte(cmd), 0)
 	return err
 }
 
