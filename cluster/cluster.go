@@ -40,6 +40,9 @@ type Meta struct {
 	Cluster string `json:"c,omitempty"` // raft + node-to-node address
 	P9      string `json:"p,omitempty"` // 9P address
 	Tools   int    `json:"t"`           // tools its host can run
+	// Leaving is set just before a graceful leave, so the others can tell
+	// a departure from a failure (memberlist reports both as a leave).
+	Leaving bool `json:"l,omitempty"`
 }
 
 // Member is one node as gossip sees it.
@@ -75,13 +78,28 @@ type Cluster struct {
 	ml     *memberlist.Memberlist
 	events chan Event
 
+	name, addr string // this node's, fixed at Start
+
 	mu   sync.Mutex
 	meta Meta
+	// members is this node's copy of the membership, kept from memberlist's
+	// events (which it calls under its own lock): the nodes memberlist
+	// hands out are shared with its goroutines and cannot be read safely.
+	// Dead and departed members stay listed for ForgetAfter.
+	members map[string]tracked
 }
+
+type tracked struct {
+	m    Member
+	gone time.Time // when it died or left; zero while it lives
+}
+
+// ForgetAfter is how long a dead or departed member is still listed.
+const ForgetAfter = 24 * time.Hour
 
 // Start creates the memberlist and begins gossiping. It does not join.
 func Start(cfg Config) (*Cluster, error) {
-	c := &Cluster{events: make(chan Event, 256), meta: cfg.Meta}
+	c := &Cluster{events: make(chan Event, 256), meta: cfg.Meta, members: map[string]tracked{}}
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = cfg.Name
 	if cfg.LogOutput != nil {
@@ -118,6 +136,8 @@ func Start(cfg Config) (*Cluster, error) {
 		return nil, fmt.Errorf("start gossip on %s: %w", cfg.BindAddr, err)
 	}
 	c.ml = ml
+	local := ml.LocalNode()
+	c.name, c.addr = local.Name, local.Address()
 	return c, nil
 }
 
@@ -159,21 +179,28 @@ func (c *Cluster) Join(addrs []string) (int, error) {
 // reconcile catches up from Members.
 func (c *Cluster) Events() <-chan Event { return c.events }
 
-// Members lists every node gossip knows, sorted by name.
+// Members lists every node gossip knows, sorted by name: the live ones
+// and those that died or left in the last ForgetAfter.
 func (c *Cluster) Members() []Member {
 	var out []Member
-	for _, n := range c.ml.Members() {
-		out = append(out, member(n))
+	c.mu.Lock()
+	for name, t := range c.members {
+		if !t.gone.IsZero() && time.Since(t.gone) > ForgetAfter {
+			delete(c.members, name)
+			continue
+		}
+		out = append(out, t.m)
 	}
+	c.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 
 // LocalName is this node's gossip name.
-func (c *Cluster) LocalName() string { return c.ml.LocalNode().Name }
+func (c *Cluster) LocalName() string { return c.name }
 
 // LocalAddr is this node's gossip address.
-func (c *Cluster) LocalAddr() string { return c.ml.LocalNode().Address() }
+func (c *Cluster) LocalAddr() string { return c.addr }
 
 // SetMeta changes what this node advertises and gossips the change.
 func (c *Cluster) SetMeta(m Meta) error {
@@ -193,7 +220,13 @@ func (c *Cluster) SetMeta(m Meta) error {
 
 // Leave tells the others this node is going, then stops gossip.
 func (c *Cluster) Leave(timeout time.Duration) error {
-	err := c.ml.Leave(timeout)
+	c.mu.Lock()
+	c.meta.Leaving = true
+	c.mu.Unlock()
+	if err := c.ml.UpdateNode(timeout / 2); err != nil {
+		log.Printf("cluster: announcing the leave: %v", err)
+	}
+	err := c.ml.Leave(timeout / 2)
 	if serr := c.ml.Shutdown(); err == nil {
 		err = serr
 	}
@@ -252,8 +285,22 @@ type eventDelegate struct{ c *Cluster }
 var _ memberlist.EventDelegate = (*eventDelegate)(nil)
 
 func (e *eventDelegate) send(k EventKind, n *memberlist.Node) {
+	m := member(n)
+	t := tracked{m: m}
+	if k == NodeLeave {
+		t.m.State = "dead"
+		if m.Meta.Leaving {
+			t.m.State = "left"
+		}
+		t.gone = time.Now()
+	} else {
+		t.m.State = "alive"
+	}
+	e.c.mu.Lock()
+	e.c.members[m.Name] = t
+	e.c.mu.Unlock()
 	select {
-	case e.c.events <- Event{Kind: k, Member: member(n)}:
+	case e.c.events <- Event{Kind: k, Member: t.m}:
 	default:
 	}
 }

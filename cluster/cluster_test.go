@@ -59,12 +59,15 @@ func Test_Cluster_JoinMetaLeave(t *testing.T) {
 	}
 	waitFor(t, "a to see b leave", func() bool {
 		for len(a.Events()) > 0 {
-			if ev := <-a.Events(); ev.Kind == NodeLeave && ev.Member.Name == "b" {
+			if ev := <-a.Events(); ev.Kind == NodeLeave && ev.Member.Name == "b" && ev.Member.State == "left" {
 				return true
 			}
 		}
 		return false
 	})
+	if ms := a.Members(); len(ms) != 2 || ms[1].Name != "b" || ms[1].State != "left" {
+		t.Fatalf("members after b left = %+v", ms)
+	}
 }
 
 func Test_Cluster_KeyRequired(t *testing.T) {
@@ -88,4 +91,22 @@ func Test_Cluster_MetaTooLarge(t *testing.T) {
 	if err := a.SetMeta(Meta{P9: string(big)}); err != ErrMetaTooLarge {
 		t.Fatalf("err = %v, want ErrMetaTooLarge", err)
 	}
+}
+
+func Test_Cluster_DeadMemberListed(t *testing.T) {
+	a := start(t, "a", nil)
+	b := start(t, "b", nil)
+	if _, err := b.Join([]string{a.LocalAddr()}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a to see b", func() bool { return len(a.Members()) == 2 })
+	b.Shutdown() // a crash, as a sees it
+	waitFor(t, "a to call b dead", func() bool {
+		for _, m := range a.Members() {
+			if m.Name == "b" && m.State == "dead" {
+				return true
+			}
+		}
+		return false
+	})
 }

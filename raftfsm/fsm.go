@@ -37,17 +37,18 @@ type Result struct {
 // FSM is toolnode's raft.FSM. Reads through its accessor methods are safe
 // concurrently with Apply.
 type FSM struct {
-	mu    sync.RWMutex
-	st    *state
-	index uint64 // last applied index
-	obs   Observer
+	mu      sync.RWMutex
+	st      *state
+	index   uint64        // last applied index
+	applied chan struct{} // closed and replaced when index moves
+	obs     Observer
 }
 
 var _ raft.FSM = (*FSM)(nil)
 
 // New returns an empty FSM. obs may be nil.
 func New(obs Observer) *FSM {
-	return &FSM{st: newState(), obs: obs}
+	return &FSM{st: newState(), obs: obs, applied: make(chan struct{})}
 }
 
 // applyFunc applies one decoded command body at a log index, appending
@@ -85,12 +86,39 @@ func (f *FSM) Apply(l *raft.Log) any {
 	var events []Event
 	f.mu.Lock()
 	resp := fn(f.st, l.Index, l.Data[1:], &events)
-	f.index = l.Index
+	f.advance(l.Index)
 	f.mu.Unlock()
 	if f.obs != nil && len(events) > 0 {
 		f.obs.Changed(events)
 	}
 	return resp
+}
+
+// advance records the last applied index and wakes WaitApplied; f.mu is
+// held.
+func (f *FSM) advance(index uint64) {
+	f.index = index
+	close(f.applied)
+	f.applied = make(chan struct{})
+}
+
+// WaitApplied blocks until the entry at index has been applied here, or
+// done is closed (then it reports false). A follower uses it to read its
+// own write back: the leader answers with the index the write got.
+func (f *FSM) WaitApplied(index uint64, done <-chan struct{}) bool {
+	for {
+		f.mu.RLock()
+		reached, ch := f.index >= index, f.applied
+		f.mu.RUnlock()
+		if reached {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-done:
+			return false
+		}
+	}
 }
 
 // decode unmarshals a command body or panics (see Apply).
@@ -104,7 +132,9 @@ func decode(body []byte, v any) {
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return &snapshot{st: f.st.clone()}, nil
+	st := f.st.clone()
+	st.Applied = f.index
+	return &snapshot{st: st}, nil
 }
 
 // Restore replaces the whole state with a snapshot's.
@@ -117,6 +147,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	st.fill()
 	f.mu.Lock()
 	f.st = st
+	f.advance(st.Applied)
 	f.mu.Unlock()
 	if f.obs != nil {
 		f.obs.Restored()

@@ -365,3 +365,35 @@ func BenchmarkFSM_ApplyLoad(b *testing.B) {
 		h.fsm.Apply(&raft.Log{Index: uint64(i + 10), Type: raft.LogCommand, Data: d})
 	}
 }
+
+func TestFSM_WaitApplied(t *testing.T) {
+	h := newHarness(t, nil)
+	done := make(chan struct{})
+	got := make(chan bool)
+	go func() { got <- h.fsm.WaitApplied(2, done) }()
+	h.ok(CmdPublishTools, tools("a"))
+	select {
+	case <-got:
+		t.Fatal("WaitApplied(2) returned at index 1")
+	default:
+	}
+	h.ok(CmdPublishTools, tools("b"))
+	if !<-got {
+		t.Fatal("WaitApplied(2) failed at index 2")
+	}
+	close(done)
+	if h.fsm.WaitApplied(3, done) {
+		t.Fatal("WaitApplied(3) succeeded at index 2")
+	}
+	// A replica restored from a snapshot knows the index it reached.
+	r := New(nil)
+	var sink bufSink
+	snap, _ := h.fsm.Snapshot()
+	snap.Persist(&sink)
+	if err := r.Restore(io.NopCloser(&sink)); err != nil {
+		t.Fatal(err)
+	}
+	if r.LastIndex() != 2 || !r.WaitApplied(2, done) {
+		t.Fatalf("restored index = %d", r.LastIndex())
+	}
+}

@@ -117,6 +117,8 @@ type state struct {
 	// LastSession and LastAgent number generated names ("s1", "a1").
 	LastSession uint64 `json:"lastSession"`
 	LastAgent   uint64 `json:"lastAgent"`
+	// Applied is the index of the last entry applied, as of a snapshot.
+	Applied uint64 `json:"applied"`
 
 	// refs counts the tools that refer to each blob; derived, not stored.
 	refs map[string]int
