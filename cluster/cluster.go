@@ -223,10 +223,10 @@ func (c *Cluster) Leave(timeout time.Duration) error {
 	c.mu.Lock()
 	c.meta.Leaving = true
 	c.mu.Unlock()
-	if err := c.ml.UpdateNode(timeout / 2); err != nil {
+	if err := c.ml.UpdateNode(timeout / 4); err != nil {
 		log.Printf("cluster: announcing the leave: %v", err)
 	}
-	err := c.ml.Leave(timeout / 2)
+	err := c.ml.Leave(timeout)
 	if serr := c.ml.Shutdown(); err == nil {
 		err = serr
 	}

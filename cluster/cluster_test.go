@@ -54,7 +54,7 @@ func Test_Cluster_JoinMetaLeave(t *testing.T) {
 	if !sawJoin {
 		t.Fatal("no join event for b")
 	}
-	if err := b.Leave(time.Second); err != nil {
+	if err := b.Leave(2 * time.Second); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "a to see b leave", func() bool {
