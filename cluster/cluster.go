@@ -7,6 +7,7 @@ import (
 	"io"
 	"log"
 	"net"
+	"os"
 	"sort"
 	"strconv"
 	"sync"
@@ -79,6 +80,7 @@ type Cluster struct {
 	events chan Event
 
 	name, addr string // this node's, fixed at Start
+	logger     *log.Logger
 
 	mu   sync.Mutex
 	meta Meta
@@ -99,7 +101,11 @@ const ForgetAfter = 24 * time.Hour
 
 // Start creates the memberlist and begins gossiping. It does not join.
 func Start(cfg Config) (*Cluster, error) {
-	c := &Cluster{events: make(chan Event, 256), meta: cfg.Meta, members: map[string]tracked{}}
+	out := cfg.LogOutput
+	if out == nil {
+		out = os.Stderr
+	}
+	c := &Cluster{events: make(chan Event, 256), meta: cfg.Meta, members: map[string]tracked{}, logger: log.New(out, "", log.LstdFlags)}
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = cfg.Name
 	if cfg.LogOutput != nil {
@@ -224,7 +230,7 @@ func (c *Cluster) Leave(timeout time.Duration) error {
 	c.meta.Leaving = true
 	c.mu.Unlock()
 	if err := c.ml.UpdateNode(timeout / 4); err != nil {
-		log.Printf("cluster: announcing the leave: %v", err)
+		c.logger.Printf("cluster: announcing the leave: %v", err)
 	}
 	err := c.ml.Leave(timeout)
 	if serr := c.ml.Shutdown(); err == nil {
@@ -236,11 +242,11 @@ func (c *Cluster) Leave(timeout time.Duration) error {
 // Shutdown stops gossip without telling anyone (a crash, as others see it).
 func (c *Cluster) Shutdown() error { return c.ml.Shutdown() }
 
-func member(n *memberlist.Node) Member {
+func member(n *memberlist.Node, logger *log.Logger) Member {
 	m := Member{Name: n.Name, Addr: n.Address(), State: stateName(n.State)}
 	if len(n.Meta) > 0 {
 		if err := json.Unmarshal(n.Meta, &m.Meta); err != nil {
-			log.Printf("cluster: node %s sent unreadable meta: %v", n.Name, err)
+			logger.Printf("cluster: node %s sent unreadable meta: %v", n.Name, err)
 		}
 	}
 	return m
@@ -285,7 +291,7 @@ type eventDelegate struct{ c *Cluster }
 var _ memberlist.EventDelegate = (*eventDelegate)(nil)
 
 func (e *eventDelegate) send(k EventKind, n *memberlist.Node) {
-	m := member(n)
+	m := member(n, e.c.logger)
 	t := tracked{m: m}
 	if k == NodeLeave {
 		t.m.State = "dead"

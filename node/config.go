@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/raft"
+
 	"github.com/toolnode/toolnode/registry"
 )
 
@@ -50,6 +53,15 @@ type Config struct {
 	// listening on P9Addr and ClusterAddr (tests pass port-0 listeners).
 	P9Listener      net.Listener
 	ClusterListener net.Listener
+
+	// RaftTransport replaces Raft over the cluster port (fast multi-node
+	// tests use raft's InmemTransport); GossipTransport replaces
+	// memberlist's network (memberlist's MockNetwork); Dial replaces
+	// dialing a peer's cluster port for forwarded writes (tests connect
+	// in-process nodes with net.Pipe and ServeClusterConn).
+	RaftTransport   raft.Transport
+	GossipTransport memberlist.Transport
+	Dial            func(addr string, timeout time.Duration) (net.Conn, error)
 }
 
 // Defaults of DESIGN §5.

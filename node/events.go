@@ -77,6 +77,7 @@ func (n *Node) Changed(events []raftfsm.Event) {
 	}
 	if len(tools) > 0 {
 		n.catalog.update(tools, n.fsm.Tool)
+		kick(n.metaKick)
 	}
 }
 
@@ -84,4 +85,5 @@ func (n *Node) Changed(events []raftfsm.Event) {
 // re-resolved.
 func (n *Node) Restored() {
 	n.catalog.rebuild(n.fsm.Tools())
+	kick(n.metaKick)
 }

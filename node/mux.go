@@ -3,7 +3,6 @@ package node
 import (
 	"errors"
 	"fmt"
-	"log"
 	"net"
 	"sync"
 	"time"
@@ -13,35 +12,33 @@ import (
 
 // The cluster port carries several protocols; the first byte a dialer
 // sends picks the handler (as consul's rpc.go and rqlite's cluster
-// service do).
+// service do). With -tls-* the whole port is mutual TLS, the protocol byte
+// included.
 const (
-	protoRaft byte = 'R'
+	protoRaft    byte = 'R' // hashicorp/raft's NetworkTransport
+	protoForward byte = 'F' // writes forwarded to the leader
 )
 
 // handshakeTimeout bounds how long an accepted connection may take to
-// send its protocol byte.
+// finish TLS and send its protocol byte.
 const handshakeTimeout = 5 * time.Second
 
 var errMuxClosed = errors.New("cluster listener closed")
 
-// mux accepts on the cluster port and hands each connection to the
-// listener of its protocol.
+// mux accepts on the cluster port and hands each connection to the node.
 type mux struct {
-	ln     net.Listener
-	logger *log.Logger
-	raft   *muxListener
+	ln   net.Listener
+	raft *muxListener // the connections Raft accepts
 
 	wg   sync.WaitGroup
 	once sync.Once
 }
 
-func newMux(ln net.Listener, logger *log.Logger) *mux {
-	m := &mux{ln: ln, logger: logger}
-	m.raft = &muxListener{addr: ln.Addr(), conns: make(chan net.Conn, 16), done: make(chan struct{})}
-	return m
+func newMux(ln net.Listener) *mux {
+	return &mux{ln: ln, raft: &muxListener{addr: ln.Addr(), conns: make(chan net.Conn, 16), done: make(chan struct{})}}
 }
 
-func (m *mux) serve() {
+func (m *mux) serve(route func(net.Conn)) {
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -53,30 +50,10 @@ func (m *mux) serve() {
 			m.wg.Add(1)
 			go func() {
 				defer m.wg.Done()
-				m.route(c)
+				route(c)
 			}()
 		}
 	}()
-}
-
-func (m *mux) route(c net.Conn) {
-	var b [1]byte
-	c.SetReadDeadline(time.Now().Add(handshakeTimeout))
-	if _, err := c.Read(b[:]); err != nil {
-		m.logger.Printf("cluster port: %s sent no protocol byte: %v", c.RemoteAddr(), err)
-		c.Close()
-		return
-	}
-	c.SetReadDeadline(time.Time{})
-	switch b[0] {
-	case protoRaft:
-		if !m.raft.deliver(c) {
-			c.Close()
-		}
-	default:
-		m.logger.Printf("cluster port: %s sent unknown protocol byte %#x; closing", c.RemoteAddr(), b[0])
-		c.Close()
-	}
 }
 
 func (m *mux) close() {
@@ -85,6 +62,53 @@ func (m *mux) close() {
 		m.raft.Close()
 	})
 	m.wg.Wait()
+}
+
+// ServeClusterConn serves one connection of the cluster port: it reads the
+// protocol byte and hands the connection to Raft or to the forwarding
+// service. Tests call it to connect in-process nodes with net.Pipe.
+func (n *Node) ServeClusterConn(c net.Conn) {
+	var b [1]byte
+	c.SetReadDeadline(time.Now().Add(handshakeTimeout))
+	if _, err := c.Read(b[:]); err != nil {
+		n.logger.Printf("cluster port: %s sent no protocol byte: %v", c.RemoteAddr(), err)
+		c.Close()
+		return
+	}
+	c.SetReadDeadline(time.Time{})
+	switch {
+	case b[0] == protoRaft && n.mux != nil:
+		if !n.mux.raft.deliver(c) {
+			c.Close()
+		}
+	case b[0] == protoForward:
+		n.serveForward(c)
+	default:
+		n.logger.Printf("cluster port: %s sent unknown protocol byte %#x; closing", c.RemoteAddr(), b[0])
+		c.Close()
+	}
+}
+
+// dialCluster connects to a peer's cluster port (TLS when configured, or
+// the test dialer) and announces the protocol.
+func (n *Node) dialCluster(addr string, proto byte, timeout time.Duration) (net.Conn, error) {
+	var c net.Conn
+	var err error
+	if n.cfg.Dial != nil {
+		c, err = n.cfg.Dial(addr, timeout)
+	} else {
+		c, err = n.tls.dial(addr, timeout)
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.SetWriteDeadline(time.Now().Add(timeout))
+	if _, err := c.Write([]byte{proto}); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	c.SetWriteDeadline(time.Time{})
+	return c, nil
 }
 
 // muxListener is the net.Listener one protocol sees.
@@ -124,6 +148,7 @@ func (l *muxListener) Addr() net.Addr { return l.addr }
 type raftLayer struct {
 	*muxListener
 	advertise net.Addr
+	n         *Node
 }
 
 var _ raft.StreamLayer = (*raftLayer)(nil)
@@ -132,13 +157,5 @@ func (r *raftLayer) Addr() net.Addr { return r.advertise }
 
 // Dial connects to a peer's cluster port and announces Raft.
 func (r *raftLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	c, err := net.DialTimeout("tcp", string(addr), timeout)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := c.Write([]byte{protoRaft}); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("dial %s: %w", addr, err)
-	}
-	return c, nil
+	return r.n.dialCluster(string(addr), protoRaft, timeout)
 }

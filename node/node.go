@@ -2,8 +2,10 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"os"
@@ -42,8 +44,10 @@ type Node struct {
 	wal       *wal.WAL
 	walMeta   *metadb.BoltMetaDB
 	snaps     *raft.FileSnapshotStore
-	transport *raft.NetworkTransport
-	mux       *mux
+	transport raft.Transport
+	mux       *mux        // nil when Config.RaftTransport is given
+	tls       *clusterTLS // nil: plain TCP
+	fwd       fwdPool
 	gossip    *cluster.Cluster
 	p9        *p9.Server
 	p9ln      net.Listener
@@ -53,7 +57,9 @@ type Node struct {
 	runner  *registry.Runner
 	sandbox string // how tools are run, for the node file
 
-	pub publisher
+	pub       publisher
+	reconcile chan struct{} // membership changed: the leader reconciles
+	metaKick  chan struct{} // what this node advertises changed
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -70,7 +76,12 @@ func New(cfg Config) (n *Node, err error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	n = &Node{cfg: cfg, logger: log.New(cfg.LogOutput, "", log.LstdFlags|log.Lmsgprefix)}
+	n = &Node{
+		cfg:       cfg,
+		logger:    log.New(cfg.LogOutput, "", log.LstdFlags|log.Lmsgprefix),
+		reconcile: make(chan struct{}, 1),
+		metaKick:  make(chan struct{}, 1),
+	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.events = newEventLog(4096)
 	host := registry.LocalHost()
@@ -91,7 +102,13 @@ func New(cfg Config) (n *Node, err error) {
 			return nil, fmt.Errorf("data directory: %w", err)
 		}
 	}
+	if n.tls, err = loadClusterTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSCA); err != nil {
+		return nil, err
+	}
 	n.setupRunner()
+	if err := n.startP9Listener(); err != nil {
+		return nil, err
+	}
 	if err := n.startRaft(); err != nil {
 		return nil, err
 	}
@@ -104,15 +121,16 @@ func New(cfg Config) (n *Node, err error) {
 	n.catalog.rebuild(n.fsm.Tools())
 	n.startPublisher()
 	n.startResolver()
-	if err := n.startP9(); err != nil {
-		return nil, err
-	}
-	n.logger.Printf("node %s: serving 9P on %s, cluster on %s, gossip on %s", cfg.Name, n.P9Addr(), n.mux.ln.Addr(), cfg.GossipAddr)
+	n.wg.Add(1)
+	go n.advertise()
+	n.startP9()
+	n.logger.Printf("node %s: serving 9P on %s, cluster on %s, gossip on %s", cfg.Name, n.P9Addr(), n.transport.LocalAddr(), n.gossip.LocalAddr())
 	return n, nil
 }
 
 func (n *Node) execDir() string    { return filepath.Join(n.cfg.DataDir, "exec") }
 func (n *Node) scratchDir() string { return filepath.Join(n.cfg.DataDir, "scratch") }
+func (n *Node) peersFile() string  { return filepath.Join(n.cfg.DataDir, "peers.json") }
 
 func (n *Node) setupRunner() {
 	rc := registry.RunnerConfig{
@@ -137,6 +155,20 @@ func (n *Node) setupRunner() {
 	}
 }
 
+// raftConfig tunes hashicorp/raft for a LAN: a dead leader is noticed
+// within about a second, and a new one elected soon after.
+func (n *Node) raftConfig(hl hclog.Logger) *raft.Config {
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(n.cfg.Name)
+	rc.Logger = hl
+	rc.HeartbeatTimeout = 800 * time.Millisecond
+	rc.ElectionTimeout = 800 * time.Millisecond
+	rc.LeaderLeaseTimeout = 400 * time.Millisecond
+	rc.SnapshotThreshold = 4096
+	rc.TrailingLogs = 4096
+	return rc
+}
+
 func (n *Node) startRaft() error {
 	dir := filepath.Join(n.cfg.DataDir, "raft")
 	if err := os.MkdirAll(filepath.Join(dir, "wal"), 0o700); err != nil {
@@ -157,53 +189,66 @@ func (n *Node) startRaft() error {
 	}
 	n.snaps = snaps
 
-	ln := n.cfg.ClusterListener
-	if ln == nil {
-		if ln, err = net.Listen("tcp", n.cfg.ClusterAddr); err != nil {
-			return fmt.Errorf("cluster port: %w", err)
-		}
-	}
-	n.mux = newMux(ln, n.logger)
-	adv, err := n.advertiseAddr(ln.Addr())
-	if err != nil {
+	if n.cfg.RaftTransport != nil {
+		n.transport = n.cfg.RaftTransport
+	} else if err := n.startClusterPort(hl); err != nil {
 		return err
 	}
-	n.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  &raftLayer{muxListener: n.mux.raft, advertise: adv},
-		MaxPool: 3,
-		Timeout: 10 * time.Second,
-		Logger:  hl,
-	})
-	n.mux.serve()
 
-	rc := raft.DefaultConfig()
-	rc.LocalID = raft.ServerID(n.cfg.Name)
-	rc.Logger = hl
-	rc.SnapshotThreshold = 4096
-	if n.cfg.Join == nil {
-		// A lone node elects itself quickly.
-		rc.HeartbeatTimeout = 500 * time.Millisecond
-		rc.ElectionTimeout = 500 * time.Millisecond
-		rc.LeaderLeaseTimeout = 250 * time.Millisecond
-	}
+	rc := n.raftConfig(hl)
+	notify := make(chan bool, 8)
+	rc.NotifyCh = notify
 	has, err := raft.HasExistingState(w, w, snaps)
 	if err != nil {
 		return fmt.Errorf("read raft state: %w", err)
 	}
-	if !has && len(n.cfg.Join) == 0 {
-		n.logger.Printf("no raft state in %s: bootstrapping a cluster of one", dir)
+	switch {
+	case has:
+		n.logger.Printf("raft state found in %s: rejoining with it", dir)
+	case len(n.cfg.Join) == 0:
+		n.logger.Printf("no raft state in %s and no -join: bootstrapping a cluster of one", dir)
 		conf := raft.Configuration{Servers: []raft.Server{{
 			Suffrage: raft.Voter, ID: rc.LocalID, Address: n.transport.LocalAddr(),
 		}}}
 		if err := raft.BootstrapCluster(rc, w, w, snaps, n.transport, conf); err != nil {
 			return fmt.Errorf("bootstrap raft: %w", err)
 		}
+	default:
+		n.logger.Printf("no raft state in %s: joining through %s; the leader will add this node", dir, strings.Join(n.cfg.Join, ","))
 	}
 	r, err := raft.NewRaft(rc, n.fsm, w, w, snaps, n.transport)
 	if err != nil {
 		return fmt.Errorf("start raft: %w", err)
 	}
 	n.raft = r
+	n.wg.Add(1)
+	go n.watchLeadership(notify)
+	return nil
+}
+
+// startClusterPort listens on the cluster address (mutual TLS when
+// configured) and runs Raft's network transport over it.
+func (n *Node) startClusterPort(hl hclog.Logger) error {
+	ln := n.cfg.ClusterListener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", n.cfg.ClusterAddr); err != nil {
+			return fmt.Errorf("cluster port: %w", err)
+		}
+	}
+	adv, err := n.advertiseAddr(ln.Addr())
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	n.mux = newMux(n.tls.wrapListener(ln))
+	n.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  &raftLayer{muxListener: n.mux.raft, advertise: adv, n: n},
+		MaxPool: 3,
+		Timeout: 10 * time.Second,
+		Logger:  hl,
+	})
+	n.mux.serve(n.ServeClusterConn)
 	return nil
 }
 
@@ -231,30 +276,46 @@ func (n *Node) advertiseAddr(bound net.Addr) (net.Addr, error) {
 	return &net.TCPAddr{IP: ip, Port: tcp.Port}, nil
 }
 
+// meta is what this node advertises by gossip.
+func (n *Node) meta() cluster.Meta {
+	return cluster.Meta{Cluster: string(n.transport.LocalAddr()), P9: n.P9Addr(), Tools: n.catalog.count()}
+}
+
 func (n *Node) startGossip() error {
 	g, err := cluster.Start(cluster.Config{
 		Name:      n.cfg.Name,
 		BindAddr:  n.cfg.GossipAddr,
 		Advertise: n.cfg.Advertise,
 		Key:       n.cfg.EncryptKey,
-		Meta:      cluster.Meta{Cluster: string(n.transport.LocalAddr())},
+		Meta:      n.meta(),
 		LogOutput: filteredLog{n.cfg.LogOutput},
+		Transport: n.cfg.GossipTransport,
 	})
 	if err != nil {
 		return err
 	}
 	n.gossip = g
-	if len(n.cfg.Join) > 0 {
-		if _, err := g.Join(n.cfg.Join); err != nil {
-			return fmt.Errorf("join %s: %w", strings.Join(n.cfg.Join, ","), err)
-		}
-	}
 	n.wg.Add(1)
 	go n.watchMembers()
+	join := n.cfg.Join
+	if len(join) == 0 {
+		// A restarted member finds the cluster again through the peers it
+		// last knew.
+		join = n.loadPeers()
+	}
+	if len(join) > 0 {
+		if _, err := g.Join(join); err != nil {
+			if len(n.cfg.Join) > 0 {
+				return fmt.Errorf("join %s: %w", strings.Join(join, ","), err)
+			}
+			n.logger.Printf("none of the last known peers (%s) answered; waiting to be joined", strings.Join(join, ","))
+		}
+	}
 	return nil
 }
 
-// watchMembers turns membership changes into node+/node- events.
+// watchMembers turns membership changes into node+/node- events, tells
+// the leader to reconcile, and remembers the peers for a restart.
 func (n *Node) watchMembers() {
 	defer n.wg.Done()
 	for {
@@ -265,14 +326,71 @@ func (n *Node) watchMembers() {
 			switch ev.Kind {
 			case cluster.NodeJoin:
 				n.events.add("node+", ev.Member.Name)
+				n.savePeers()
 			case cluster.NodeLeave:
 				n.events.add("node-", ev.Member.Name)
+			}
+			kick(n.reconcile)
+		}
+	}
+}
+
+// kick signals ch without blocking; one pending signal is enough.
+func kick(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// advertise keeps this node's gossip meta current (its tool count
+// changes as tools are published and variants re-resolved).
+func (n *Node) advertise() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-n.metaKick:
+			if err := n.gossip.SetMeta(n.meta()); err != nil {
+				n.logger.Printf("gossip: advertising this node: %v", err)
 			}
 		}
 	}
 }
 
-// waitLeader polls until the cluster has a leader or d passes.
+func (n *Node) savePeers() {
+	var addrs []string
+	for _, m := range n.gossip.Members() {
+		if m.Name != n.cfg.Name && m.State == "alive" {
+			addrs = append(addrs, m.Addr)
+		}
+	}
+	if len(addrs) == 0 {
+		return
+	}
+	b, _ := json.Marshal(addrs)
+	tmp := n.peersFile() + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err == nil {
+		os.Rename(tmp, n.peersFile())
+	}
+}
+
+func (n *Node) loadPeers() []string {
+	b, err := os.ReadFile(n.peersFile())
+	if err != nil {
+		return nil
+	}
+	var addrs []string
+	if json.Unmarshal(b, &addrs) != nil {
+		n.logger.Printf("ignoring unreadable %s", n.peersFile())
+		return nil
+	}
+	return addrs
+}
+
+// waitLeader polls until the cluster has a leader or d passes. A node
+// that is joining serves reads meanwhile; writes wait for a leader.
 func (n *Node) waitLeader(d time.Duration) error {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
@@ -285,14 +403,11 @@ func (n *Node) waitLeader(d time.Duration) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	if len(n.cfg.Join) > 0 {
-		n.logger.Printf("no raft leader yet after %s; serving reads, writes wait for one", d)
-		return nil
-	}
-	return fmt.Errorf("raft elected no leader within %s", d)
+	n.logger.Printf("no raft leader yet after %s; serving reads, writes wait for one", d)
+	return nil
 }
 
-func (n *Node) startP9() error {
+func (n *Node) startP9Listener() error {
 	ln := n.cfg.P9Listener
 	if ln == nil {
 		var err error
@@ -301,15 +416,19 @@ func (n *Node) startP9() error {
 		}
 	}
 	n.p9ln = ln
+	return nil
+}
+
+// startP9 serves the tree on the listener opened at start.
+func (n *Node) startP9() {
 	n.p9 = p9.NewServer(n, p9.Options{Logf: n.logger.Printf})
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
-		if err := n.p9.Serve(ln); err != nil {
+		if err := n.p9.Serve(n.p9ln); err != nil {
 			n.logger.Printf("9P server stopped: %v", err)
 		}
 	}()
-	return nil
 }
 
 // P9Addr is the address the 9P server listens on.
@@ -323,51 +442,103 @@ func (n *Node) P9Addr() string {
 // Name is the node's name.
 func (n *Node) Name() string { return n.cfg.Name }
 
-// apply proposes one command and waits until this node has applied it,
-// so the writer reads its own write back from this node. No lock is held
-// across raft.Apply.
+// apply makes one write: on the leader it is applied here; on a follower
+// it is forwarded to the leader, and this node waits until it has applied
+// the write too, so the writer reads it back from the node it wrote
+// through. With no leader it waits up to applyTimeout for one, then fails
+// with ErrNoLeader. No lock is held across raft.Apply.
 func (n *Node) apply(t raftfsm.CommandType, body any) (raftfsm.Result, error) {
 	data, err := raftfsm.Encode(t, body)
 	if err != nil {
 		return raftfsm.Result{}, err
 	}
 	deadline := time.Now().Add(applyTimeout)
-	for n.raft.State() != raft.Leader {
-		if time.Now().After(deadline) {
-			return raftfsm.Result{}, ErrNoLeader
+	for {
+		r, err := n.applyOnce(data, time.Until(deadline))
+		if err == nil || !retryable(err) {
+			return r, err
 		}
-		if addr, _ := n.raft.LeaderWithID(); addr != "" {
-			return raftfsm.Result{}, fmt.Errorf("this node is not the leader (%s is) and forwarding writes is not supported yet", addr)
+		if time.Now().After(deadline) {
+			return raftfsm.Result{}, fmt.Errorf("%w (%v)", ErrNoLeader, err)
 		}
 		select {
 		case <-n.ctx.Done():
 			return raftfsm.Result{}, errors.New("the node is shutting down")
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(50 * time.Millisecond):
 		}
-	}
-	f := n.raft.Apply(data, time.Until(deadline))
-	if err := f.Error(); err != nil {
-		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrEnqueueTimeout) {
-			return raftfsm.Result{}, fmt.Errorf("%w (%v)", ErrNoLeader, err)
-		}
-		return raftfsm.Result{}, fmt.Errorf("write not committed: %w", err)
-	}
-	switch r := f.Response().(type) {
-	case error:
-		return raftfsm.Result{}, r
-	case raftfsm.Result:
-		return r, nil
-	default:
-		return raftfsm.Result{}, nil
 	}
 }
 
-// Close stops the node: 9P first (no new requests), then the publisher
-// and resolver, then gossip (a graceful leave), then Raft and its log.
+// retryable: the write was certainly not applied, and may succeed later.
+func retryable(err error) bool {
+	return errors.Is(err, errUnsent) || errors.Is(err, raft.ErrNotLeader) ||
+		errors.Is(err, ErrNoLeader) || errors.Is(err, raft.ErrLeadershipTransferInProgress)
+}
+
+func (n *Node) applyOnce(data []byte, timeout time.Duration) (raftfsm.Result, error) {
+	if n.raft.State() == raft.Leader {
+		r, _, err := n.applyHere(data, timeout)
+		return r, err
+	}
+	addr, _ := n.raft.LeaderWithID()
+	if addr == "" {
+		return raftfsm.Result{}, ErrNoLeader
+	}
+	resp, err := n.forward(string(addr), data, timeout)
+	if err != nil {
+		return raftfsm.Result{}, err
+	}
+	if resp.Err != "" {
+		return raftfsm.Result{}, &remoteError{msg: resp.Err, kind: errKinds[resp.Kind]}
+	}
+	done := make(chan struct{})
+	t := time.AfterFunc(timeout, func() { close(done) })
+	defer t.Stop()
+	if !n.fsm.WaitApplied(resp.Index, done) {
+		return raftfsm.Result{}, fmt.Errorf("the write was committed at index %d but this node has not caught up within %s; it will", resp.Index, timeout)
+	}
+	return raftfsm.Result{Name: resp.Name}, nil
+}
+
+// applyHere applies a command on this node, which must be the leader, and
+// returns its result and log index.
+func (n *Node) applyHere(data []byte, timeout time.Duration) (raftfsm.Result, uint64, error) {
+	f := n.raft.Apply(data, timeout)
+	if err := f.Error(); err != nil {
+		switch {
+		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrEnqueueTimeout):
+			// Not in the log: safe to try again.
+			return raftfsm.Result{}, 0, fmt.Errorf("%w (%v)", ErrNoLeader, err)
+		case errors.Is(err, raft.ErrLeadershipLost):
+			return raftfsm.Result{}, 0, errors.New("the leader lost its leadership while the write was in flight; it may or may not have been applied")
+		}
+		return raftfsm.Result{}, 0, fmt.Errorf("write not committed: %w", err)
+	}
+	switch r := f.Response().(type) {
+	case error:
+		return raftfsm.Result{}, 0, r
+	case raftfsm.Result:
+		return r, f.Index(), nil
+	default:
+		return raftfsm.Result{}, f.Index(), nil
+	}
+}
+
+// Close stops the node: 9P first (no new requests); then, if it leads, it
+// hands leadership to another voter; then the publisher, resolver and
+// leader loop stop; gossip leaves gracefully (the leader then removes this
+// node from Raft); Raft shuts down, and its log is closed last.
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		if n.p9 != nil {
 			n.p9.Close()
+		} else if n.p9ln != nil {
+			n.p9ln.Close()
+		}
+		if n.raft != nil && n.raft.State() == raft.Leader && n.otherVoters() {
+			if err := n.raft.LeadershipTransfer().Error(); err != nil {
+				n.logger.Printf("handing over leadership: %v", err)
+			}
 		}
 		n.cancel()
 		if n.gossip != nil {
@@ -376,13 +547,14 @@ func (n *Node) Close() error {
 			}
 		}
 		n.wg.Wait()
+		n.fwd.closeAll()
 		if n.raft != nil {
 			if err := n.raft.Shutdown().Error(); err != nil {
 				n.closeErr = fmt.Errorf("raft shutdown: %w", err)
 			}
 		}
-		if n.transport != nil {
-			n.transport.Close()
+		if c, ok := n.transport.(io.Closer); ok && n.cfg.RaftTransport == nil {
+			c.Close()
 		}
 		if n.mux != nil {
 			n.mux.close()
@@ -400,6 +572,21 @@ func (n *Node) Close() error {
 		}
 	})
 	return n.closeErr
+}
+
+// otherVoters reports whether the configuration has a voter besides this
+// node.
+func (n *Node) otherVoters() bool {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter && string(s.ID) != n.cfg.Name {
+			return true
+		}
+	}
+	return false
 }
 
 // filteredLog drops memberlist's debug chatter.

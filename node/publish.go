@@ -73,6 +73,7 @@ func (n *Node) startResolver() {
 				return
 			case <-t.C:
 				if n.catalog.rebuild(n.fsm.Tools()) {
+					kick(n.metaKick)
 					n.logger.Printf("re-resolved variants: this host now runs %d tools", n.catalog.count())
 				}
 			}

@@ -64,9 +64,6 @@ func serve(args []string) error {
 		}
 		cfg.EncryptKey = key
 	}
-	if cfg.TLSCert != "" || cfg.TLSKey != "" || cfg.TLSCA != "" {
-		return errors.New("-tls-cert/-tls-key/-tls-ca: node-to-node TLS is not implemented yet")
-	}
 	if useExamp {
 		tools, agents, err := examples.Extract(filepath.Join(cfg.DataDir, "examples"))
 		if err != nil {

@@ -1,0 +1,226 @@
+package node
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/toolnode/toolnode/raftfsm"
+)
+
+// Writes reach the leader: a follower forwards each command over the
+// cluster port (protocol byte 'F') and, once the leader has committed
+// it, waits until its own FSM has applied the same index, so the writer
+// reads its own write back from the node it wrote through.
+//
+// The wire format is a sequence of messages, each a 4-byte big-endian
+// length and a JSON body: fwdRequest one way, fwdResponse the other, in
+// turn, on a connection the follower reuses.
+
+// maxForward bounds one forwarded message: a command can carry an
+// executable of up to MaxExecutable bytes, base64-encoded in JSON.
+const maxForward = 4*MaxExecutable/3 + 1<<20
+
+type fwdRequest struct {
+	Cmd []byte `json:"cmd"`
+}
+
+type fwdResponse struct {
+	Index uint64 `json:"index,omitempty"`
+	Name  string `json:"name,omitempty"`
+	Err   string `json:"err,omitempty"`
+	Kind  string `json:"kind,omitempty"` // the error's sentinel, see errKinds
+}
+
+// errKinds name the errors that cross the wire, so errors.Is still works
+// on the follower.
+var errKinds = map[string]error{
+	"notfound":  raftfsm.ErrNotFound,
+	"exists":    raftfsm.ErrExists,
+	"notloaded": raftfsm.ErrNotLoaded,
+	"invalid":   raftfsm.ErrInvalid,
+	"notleader": raft.ErrNotLeader,
+	"noleader":  ErrNoLeader,
+}
+
+func errKind(err error) string {
+	for k, e := range errKinds {
+		if errors.Is(err, e) {
+			return k
+		}
+	}
+	return ""
+}
+
+// remoteError is an error the leader returned, as the follower sees it.
+type remoteError struct {
+	msg  string
+	kind error
+}
+
+func (e *remoteError) Error() string { return e.msg }
+func (e *remoteError) Unwrap() error { return e.kind }
+
+func writeMsg(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	var hdr [4]byte
+	binary.BigEndian.PutUint32(hdr[:], uint32(len(b)))
+	if _, err := w.Write(append(hdr[:], b...)); err != nil {
+		return err
+	}
+	return nil
+}
+
+func readMsg(r io.Reader, v any) error {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return err
+	}
+	size := binary.BigEndian.Uint32(hdr[:])
+	if size > maxForward {
+		return fmt.Errorf("forwarded message of %d bytes is over the %d-byte limit", size, maxForward)
+	}
+	b := make([]byte, size)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+// serveForward applies the commands a follower forwards, one at a time
+// per connection, until the connection closes.
+func (n *Node) serveForward(c net.Conn) {
+	defer c.Close()
+	go func() {
+		<-n.ctx.Done()
+		c.Close()
+	}()
+	br := bufio.NewReader(c)
+	for {
+		var req fwdRequest
+		if err := readMsg(br, &req); err != nil {
+			if !errors.Is(err, io.EOF) && n.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
+				n.logger.Printf("forwarding: %s: %v", c.RemoteAddr(), err)
+			}
+			return
+		}
+		if len(req.Cmd) == 0 {
+			n.logger.Printf("forwarding: %s sent an empty command; closing", c.RemoteAddr())
+			return
+		}
+		var resp fwdResponse
+		if n.raft.State() != raft.Leader {
+			resp.Err, resp.Kind = "this node is no longer the leader", "notleader"
+		} else if r, index, err := n.applyHere(req.Cmd, applyTimeout); err != nil {
+			resp.Err, resp.Kind = err.Error(), errKind(err)
+		} else {
+			resp.Index, resp.Name = index, r.Name
+		}
+		if err := writeMsg(c, resp); err != nil {
+			return
+		}
+	}
+}
+
+// fwdPool keeps idle forwarding connections per leader address.
+type fwdPool struct {
+	mu   sync.Mutex
+	idle map[string][]net.Conn
+}
+
+const fwdIdleMax = 64
+
+// get returns an idle connection to addr that is still open, or nil.
+func (p *fwdPool) get(addr string) net.Conn {
+	for {
+		p.mu.Lock()
+		cs := p.idle[addr]
+		if len(cs) == 0 {
+			p.mu.Unlock()
+			return nil
+		}
+		c := cs[len(cs)-1]
+		p.idle[addr] = cs[:len(cs)-1]
+		p.mu.Unlock()
+		if alive(c) {
+			return c
+		}
+		c.Close()
+	}
+}
+
+// alive probes an idle connection: the leader never sends unasked, so a
+// read that does not time out at once means it closed the connection.
+func alive(c net.Conn) bool {
+	var b [1]byte
+	c.SetReadDeadline(time.Now())
+	_, err := c.Read(b[:])
+	c.SetReadDeadline(time.Time{})
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func (p *fwdPool) put(addr string, c net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.idle == nil {
+		p.idle = map[string][]net.Conn{}
+	}
+	if len(p.idle[addr]) >= fwdIdleMax {
+		c.Close()
+		return
+	}
+	p.idle[addr] = append(p.idle[addr], c)
+}
+
+func (p *fwdPool) closeAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, cs := range p.idle {
+		for _, c := range cs {
+			c.Close()
+		}
+	}
+	p.idle = nil
+}
+
+// errUnsent marks a forwarding failure before the command left this node:
+// retrying it cannot apply it twice.
+var errUnsent = errors.New("not sent")
+
+// forward sends one command to the leader at addr and returns its answer.
+func (n *Node) forward(addr string, cmd []byte, timeout time.Duration) (fwdResponse, error) {
+	var resp fwdResponse
+	c := n.fwd.get(addr)
+	if c == nil {
+		var err error
+		if c, err = n.dialCluster(addr, protoForward, timeout); err != nil {
+			return resp, fmt.Errorf("%w: %v", errUnsent, err)
+		}
+	}
+	c.SetDeadline(time.Now().Add(timeout))
+	if err := writeMsg(c, fwdRequest{Cmd: cmd}); err != nil {
+		c.Close()
+		// A pooled connection the leader closed fails here, before the
+		// command was read: safe to retry on a fresh one.
+		return resp, fmt.Errorf("%w: %v", errUnsent, err)
+	}
+	if err := readMsg(c, &resp); err != nil {
+		c.Close()
+		return resp, fmt.Errorf("the leader at %s did not answer (%v); the write may or may not have been applied", addr, err)
+	}
+	c.SetDeadline(time.Time{})
+	n.fwd.put(addr, c)
+	return resp, nil
+}

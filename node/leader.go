@@ -1,0 +1,193 @@
+package node
+
+import (
+	"context"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/toolnode/toolnode/cluster"
+)
+
+// reconcileEvery is how often the leader reconciles Raft's configuration
+// with gossip when nothing has changed (membership events trigger it at
+// once).
+const reconcileEvery = 5 * time.Second
+
+// watchLeadership runs the leader loop while this node leads. It listens
+// on raft.Config.NotifyCh, which, unlike LeaderCh, never drops a change.
+func (n *Node) watchLeadership(notify <-chan bool) {
+	defer n.wg.Done()
+	var loop *leaderRun
+	defer func() { loop.stop() }()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case leading := <-notify:
+			switch {
+			case leading && loop == nil:
+				loop = n.startLeaderLoop()
+			case !leading:
+				loop.stop()
+				loop = nil
+			}
+		}
+	}
+}
+
+// leaderRun is one term's leader loop.
+type leaderRun struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (n *Node) startLeaderLoop() *leaderRun {
+	ctx, cancel := context.WithCancel(n.ctx)
+	r := &leaderRun{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		n.leaderLoop(ctx)
+	}()
+	return r
+}
+
+// stop ends the loop and waits for it; a nil run is a no-op.
+func (r *leaderRun) stop() {
+	if r != nil {
+		r.cancel()
+		<-r.done
+	}
+}
+
+// leaderLoop, on the leader: wait until every earlier entry is applied,
+// then reconcile Raft's configuration with gossip now, on every
+// membership change, and periodically (consul's leader loop is the model).
+func (n *Node) leaderLoop(ctx context.Context) {
+	n.logger.Printf("leading the cluster")
+	if err := n.raft.Barrier(applyTimeout).Error(); err != nil {
+		n.logger.Printf("leader barrier: %v", err)
+	}
+	t := time.NewTicker(reconcileEvery)
+	defer t.Stop()
+	for {
+		n.reconcileMembers()
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.reconcile:
+		case <-t.C:
+		}
+	}
+}
+
+// reconcileMembers makes Raft's configuration follow gossip:
+//   - alive nodes not in it are added: as voters while there are fewer
+//     than Config.Voters, else as non-voters;
+//   - a node whose cluster address changed is re-added at the new one;
+//   - nodes that left are removed;
+//   - a dead voter is replaced: a healthy non-voter is promoted and the
+//     dead voter demoted, keeping the quorum made of live nodes;
+//   - non-voters are promoted while there are fewer voters than wanted.
+//
+// It reads first and changes Raft only where something differs; each
+// change is one configuration entry, and it stops at the first failure
+// (the next round tries again).
+func (n *Node) reconcileMembers() {
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		n.logger.Printf("reconcile: reading the raft configuration: %v", err)
+		return
+	}
+	servers := map[string]raft.Server{}
+	voters := 0
+	for _, s := range f.Configuration().Servers {
+		servers[string(s.ID)] = s
+		if s.Suffrage == raft.Voter {
+			voters++
+		}
+	}
+	members := map[string]cluster.Member{}
+	for _, m := range n.gossip.Members() {
+		members[m.Name] = m
+	}
+	change := func(what string, fut raft.IndexFuture) bool {
+		if err := fut.Error(); err != nil {
+			n.logger.Printf("reconcile: %s: %v", what, err)
+			return false
+		}
+		n.logger.Printf("reconcile: %s", what)
+		return true
+	}
+	const wait = 10 * time.Second
+
+	for name, m := range members {
+		if m.State != "alive" || m.Meta.Cluster == "" || m.Meta.Leaving || name == n.cfg.Name {
+			continue
+		}
+		s, known := servers[name]
+		addr := raft.ServerAddress(m.Meta.Cluster)
+		switch {
+		case !known && voters < n.cfg.Voters:
+			if !change("added "+name+" as a voter", n.raft.AddVoter(raft.ServerID(name), addr, 0, wait)) {
+				return
+			}
+			voters++
+		case !known:
+			if !change("added "+name+" as a non-voter", n.raft.AddNonvoter(raft.ServerID(name), addr, 0, wait)) {
+				return
+			}
+		case s.Address != addr && s.Suffrage == raft.Voter:
+			if !change("moved "+name+" to "+string(addr), n.raft.AddVoter(s.ID, addr, 0, wait)) {
+				return
+			}
+		case s.Address != addr:
+			if !change("moved "+name+" to "+string(addr), n.raft.AddNonvoter(s.ID, addr, 0, wait)) {
+				return
+			}
+		}
+	}
+
+	healthy := func(name string) bool {
+		m, ok := members[name]
+		return ok && m.State == "alive" && !m.Meta.Leaving
+	}
+	var spares []raft.Server // healthy non-voters, in configuration order
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage != raft.Voter && healthy(string(s.ID)) {
+			spares = append(spares, s)
+		}
+	}
+	for _, s := range f.Configuration().Servers {
+		name := string(s.ID)
+		m, seen := members[name]
+		if name == n.cfg.Name || !seen {
+			continue
+		}
+		switch {
+		case m.State == "left" || (m.State == "alive" && m.Meta.Leaving):
+			if !change("removed "+name+", which left", n.raft.RemoveServer(s.ID, 0, wait)) {
+				return
+			}
+			if s.Suffrage == raft.Voter {
+				voters--
+			}
+		case m.State == "dead" && s.Suffrage == raft.Voter && len(spares) > 0:
+			p := spares[0]
+			spares = spares[1:]
+			if !change("promoted "+string(p.ID)+" to replace the failed voter "+name, n.raft.AddVoter(p.ID, p.Address, 0, wait)) {
+				return
+			}
+			if !change("demoted the failed voter "+name, n.raft.DemoteVoter(s.ID, 0, wait)) {
+				return
+			}
+		}
+	}
+	for ; voters < n.cfg.Voters && len(spares) > 0; voters++ {
+		p := spares[0]
+		spares = spares[1:]
+		if !change("promoted "+string(p.ID)+" to voter", n.raft.AddVoter(p.ID, p.Address, 0, wait)) {
+			return
+		}
+	}
+}
