@@ -27,6 +27,9 @@ type publisher struct {
 	mu       sync.Mutex
 	problems map[string]string // file → reason, as last logged
 	hashes   map[string]hashed // executable path → content hash cache
+	retry    chan struct{}     // a sync failed: try again
+	syncing  sync.Mutex        // one sync at a time (held across its writes; the FSM never takes it)
+
 }
 
 type hashed struct {
@@ -38,11 +41,20 @@ type hashed struct {
 func (n *Node) startPublisher() {
 	n.pub.problems = map[string]string{}
 	n.pub.hashes = map[string]hashed{}
-	n.syncTools()
-	n.syncProfiles()
+	n.pub.retry = make(chan struct{}, 1)
+	// With a leader (a lone node, or a restart into a running cluster) the
+	// first sync is done before 9P opens, so the catalog is complete from
+	// the first read; a joining node syncs once it has been admitted.
+	if addr, _ := n.raft.LeaderWithID(); addr != "" {
+		n.syncAll()
+	} else {
+		kick(n.pub.retry)
+	}
+	n.wg.Add(1)
+	go n.retrySyncs()
 	for _, w := range []struct {
 		dir  string
-		sync func()
+		sync func() bool
 	}{{n.cfg.ToolsDir, n.syncTools}, {n.cfg.AgentsDir, n.syncProfiles}} {
 		if w.dir == "" {
 			continue
@@ -51,13 +63,52 @@ func (n *Node) startPublisher() {
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
-			err := registry.WatchDir(n.ctx, w.dir, n.cfg.Debounce, n.logger.Printf, w.sync)
+			err := registry.WatchDir(n.ctx, w.dir, n.cfg.Debounce, n.logger.Printf, func() {
+				n.pub.syncing.Lock()
+				defer n.pub.syncing.Unlock()
+				if !w.sync() {
+					kick(n.pub.retry)
+				}
+			})
 			if err != nil && n.ctx.Err() == nil {
 				n.logger.Printf("watching %s stopped: %v", w.dir, err)
 			}
 		}()
 	}
 }
+
+// syncAll publishes both directories; a failure schedules a retry.
+func (n *Node) syncAll() {
+	n.pub.syncing.Lock()
+	defer n.pub.syncing.Unlock()
+	ok := n.syncTools()
+	if !n.syncProfiles() || !ok {
+		kick(n.pub.retry)
+	}
+}
+
+// retrySyncs re-runs a sync that failed (no leader yet, a leader change)
+// until it succeeds: a directory that does not change again must still
+// reach the cluster.
+func (n *Node) retrySyncs() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-n.pub.retry:
+		}
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-time.After(retrySyncAfter):
+		}
+		n.syncAll()
+	}
+}
+
+// retrySyncAfter is the pause before a failed sync is tried again.
+const retrySyncAfter = time.Second
 
 // startResolver re-resolves every tool's variants periodically, so a
 // binary installed later (or removed) changes what this host shows.
@@ -123,14 +174,14 @@ func invalidNames(probs []registry.Problem, suffix string) map[string]bool {
 
 // syncTools publishes what changed in the tools directory and withdraws
 // the tools this node owns that are gone from it.
-func (n *Node) syncTools() {
+func (n *Node) syncTools() bool {
 	if n.cfg.ToolsDir == "" {
-		return
+		return true
 	}
 	found, probs, err := registry.ScanTools(n.cfg.ToolsDir)
 	if err != nil {
 		n.logger.Printf("tools: cannot read %s: %v", n.cfg.ToolsDir, err)
-		return
+		return true // nothing to retry until the directory changes
 	}
 	n.logProblems("tools", probs)
 	keep := invalidNames(probs, ".meta")
@@ -169,16 +220,18 @@ func (n *Node) syncTools() {
 		k := min(len(specs), publishBatch)
 		cmd := raftfsm.PublishTools{Owner: n.cfg.Name, Time: time.Now().UnixNano(), Tools: specs[:k]}
 		if _, err := n.apply(raftfsm.CmdPublishTools, cmd); err != nil {
-			n.logger.Printf("tools: publishing %d tools failed: %v", k, err)
-			return
+			n.logger.Printf("tools: publishing %d tools failed: %v (will retry)", k, err)
+			return false
 		}
 		specs = specs[k:]
 	}
 	if len(gone) > 0 {
 		if _, err := n.apply(raftfsm.CmdWithdrawTools, raftfsm.WithdrawTools{Owner: n.cfg.Name, Names: gone}); err != nil {
-			n.logger.Printf("tools: withdrawing %s failed: %v", strings.Join(gone, ", "), err)
+			n.logger.Printf("tools: withdrawing %s failed: %v (will retry)", strings.Join(gone, ", "), err)
+			return false
 		}
 	}
+	return true
 }
 
 // ExecHashOf is the content address of an executable.
@@ -216,14 +269,14 @@ func (n *Node) execHash(path string) (string, []byte) {
 
 // syncProfiles does for the agents directory what syncTools does for
 // tools.
-func (n *Node) syncProfiles() {
+func (n *Node) syncProfiles() bool {
 	if n.cfg.AgentsDir == "" {
-		return
+		return true
 	}
 	found, probs, err := registry.ScanProfiles(n.cfg.AgentsDir)
 	if err != nil {
 		n.logger.Printf("agents: cannot read %s: %v", n.cfg.AgentsDir, err)
-		return
+		return true
 	}
 	n.logProblems("agents", probs)
 	keep := invalidNames(probs, ".json")
@@ -242,14 +295,17 @@ func (n *Node) syncProfiles() {
 	}
 	if len(specs) > 0 {
 		if _, err := n.apply(raftfsm.CmdPublishProfiles, raftfsm.PublishProfiles{Owner: n.cfg.Name, Profiles: specs}); err != nil {
-			n.logger.Printf("agents: publishing profiles failed: %v", err)
+			n.logger.Printf("agents: publishing profiles failed: %v (will retry)", err)
+			return false
 		}
 	}
 	if len(gone) > 0 {
 		if _, err := n.apply(raftfsm.CmdWithdrawProfiles, raftfsm.WithdrawProfiles{Owner: n.cfg.Name, Names: gone}); err != nil {
-			n.logger.Printf("agents: withdrawing profiles failed: %v", err)
+			n.logger.Printf("agents: withdrawing profiles failed: %v (will retry)", err)
+			return false
 		}
 	}
+	return true
 }
 
 // materialise writes a published executable into the data directory
