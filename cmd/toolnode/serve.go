@@ -39,7 +39,7 @@ func serve(args []string) error {
 	fs.StringVar(&cfg.Advertise, "advertise", "", "address peers use to reach this node")
 	fs.StringVar(&join, "join", "", "gossip address(es) of existing members, comma-separated")
 	fs.IntVar(&cfg.Voters, "voters", node.DefaultVoters, "raft voters the leader keeps")
-	fs.StringVar(&encrypt, "encrypt", "", "gossip key (base64, from toolnode keygen)")
+	fs.StringVar(&encrypt, "encrypt", os.Getenv("TOOLNODE_GOSSIP_KEY"), "gossip key (base64, from toolnode keygen; default $TOOLNODE_GOSSIP_KEY, which keeps it out of ps)")
 	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "node-to-node TLS certificate")
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "node-to-node TLS key")
 	fs.StringVar(&cfg.TLSCA, "tls-ca", "", "CA that signs every node's certificate")

@@ -1,0 +1,306 @@
+#!/usr/bin/env bash
+# cluster.sh: the topology of docker-compose.yml as processes on this
+# machine's loopback, without Docker.
+#
+#   scripts/cluster.sh up       build toolnode, start the nodes, wait until each answers 9P
+#   scripts/cluster.sh status   which nodes run; node1's view of the cluster
+#   scripts/cluster.sh down     SIGTERM the nodes (the joiners first) and wait for them
+#   scripts/cluster.sh clean    down, then remove the state directory
+#
+# The nodes, as in docker-compose.yml:
+#   node1  jq                         bootstraps the cluster
+#   node2  jq                         -join node1
+#   node3  no jq, no python3          -join node1
+#   node4  no jq, no python3, deploy/env/node4.env (TOOLNODE_SITE=edge)   -join node1
+# A node "without jq" runs with a PATH made of symbolic links to every
+# command of the caller's PATH except jq and python: its catalog has no
+# json_query, echo or file_* tools.
+#
+# Each node has its own directory under the state directory: data/ (-data),
+# tools/ (examples/tools plus deploy/tools), agents/, config/ (its
+# XDG_CONFIG_HOME: ollie/env is deploy/env/NODE.env when there is one),
+# home/, pid and log. The environment of a node is built from scratch: only
+# HOME, PATH, XDG_CONFIG_HOME and the caller's USER, LOGNAME, LANG, LC_ALL,
+# TZ and TMPDIR.
+#
+# Environment:
+#   TOOLNODE_CLUSTER_DIR   state directory (default ${TMPDIR:-/tmp}/toolnode-cluster)
+#   TOOLNODE_9P_PORT       9P port of node1 (default 9564); node N uses it + 10*(N-1)
+#   TOOLNODE_GOSSIP_PORT   gossip port of node1 (default 7946), likewise
+#   TOOLNODE_CLUSTER_PORT  cluster port of node1 (default 9565), likewise
+#   TOOLNODE_GOSSIP_KEY    gossip key (toolnode keygen) given to every node as -encrypt
+#   TOOLNODE_START_TIMEOUT seconds `up` waits for a node to answer 9P (default 60)
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+DIR=${TOOLNODE_CLUSTER_DIR:-${TMPDIR:-/tmp}/toolnode-cluster}
+P9_PORT=${TOOLNODE_9P_PORT:-9564}
+GOSSIP_PORT=${TOOLNODE_GOSSIP_PORT:-7946}
+CLUSTER_PORT=${TOOLNODE_CLUSTER_PORT:-9565}
+BIN=$DIR/toolnode
+NODES="node1 node2 node3 node4"
+BOOTSTRAP=node1
+START_TIMEOUT=${TOOLNODE_START_TIMEOUT:-60} # seconds for a node to answer 9P
+STOP_TIMEOUT=40  # seconds for a node to stop (toolnode gives up after 30)
+
+die() {
+	printf 'cluster.sh: %s\n' "$*" >&2
+	exit 1
+}
+
+# index NODE: 0 for node1, 1 for node2...
+index() {
+	local i=0 n
+	for n in $NODES; do
+		[[ $n == "$1" ]] && {
+			echo "$i"
+			return
+		}
+		i=$((i + 1))
+	done
+	die "no node $1"
+}
+
+p9_port() { echo $((P9_PORT + 10 * $(index "$1"))); }
+gossip_port() { echo $((GOSSIP_PORT + 10 * $(index "$1"))); }
+cluster_port() { echo $((CLUSTER_PORT + 10 * $(index "$1"))); }
+
+has_jq() {
+	case $1 in
+	node1 | node2) return 0 ;;
+	*) return 1 ;;
+	esac
+}
+
+# running NODE: its pid file names a live toolnode process started from $BIN.
+running() {
+	local pidfile=$DIR/$1/pid pid args
+	[[ -f $pidfile ]] || return 1
+	pid=$(<"$pidfile")
+	[[ $pid =~ ^[0-9]+$ ]] || return 1
+	kill -0 "$pid" 2>/dev/null || return 1
+	if args=$(ps -o args= -p "$pid" 2>/dev/null); then
+		[[ $args == *"$BIN"* ]] || return 1
+	fi
+}
+
+answers() { "$BIN" 9p "127.0.0.1:$1" read node >/dev/null 2>&1; }
+
+# port_busy PORT: something accepts TCP connections on 127.0.0.1:PORT.
+port_busy() { (: <"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# nojq_path: a directory of links to the caller's commands minus jq and
+# python, so that the variants matching "binary": "jq" or "python3" fail.
+nojq_path() {
+	local bin=$DIR/path-nojq d f name
+	local -a links
+	rm -rf "$bin"
+	mkdir -p "$bin"
+	local IFS=:
+	for d in $PATH; do
+		[[ $d == /* && -d $d ]] || continue
+		links=()
+		for f in "$d"/*; do
+			name=${f##*/}
+			case $name in
+			jq | jq-* | python | python[0-9]*) continue ;;
+			esac
+			[[ -f $f && -x $f && ! -e $bin/$name && ! -L $bin/$name ]] || continue
+			links+=("$f")
+		done
+		if ((${#links[@]} > 0)); then
+			ln -s "${links[@]}" "$bin/"
+		fi
+	done
+	if PATH=$bin command -v jq >/dev/null || PATH=$bin command -v python3 >/dev/null; then
+		die "$bin still has jq or python3"
+	fi
+	echo "$bin"
+}
+
+prepare() {
+	local node=$1 nd=$DIR/$1
+	mkdir -p "$nd/data" "$nd/home" "$nd/config/ollie"
+	rm -rf "$nd/tools" "$nd/agents"
+	mkdir -p "$nd/tools" "$nd/agents"
+	cp -p "$ROOT"/examples/tools/* "$ROOT"/deploy/tools/* "$nd/tools/"
+	cp -p "$ROOT"/examples/agents/* "$nd/agents/"
+	if [[ -f $ROOT/deploy/env/$node.env ]]; then
+		cp "$ROOT/deploy/env/$node.env" "$nd/config/ollie/env"
+	else
+		rm -f "$nd/config/ollie/env"
+	fi
+}
+
+start() {
+	local node=$1 path=$2 nd=$DIR/$1 v
+	local -a env args
+	env=("HOME=$nd/home" "PATH=$path" "XDG_CONFIG_HOME=$nd/config")
+	for v in USER LOGNAME LANG LC_ALL TZ TMPDIR; do
+		[[ -z ${!v:-} ]] || env+=("$v=${!v}")
+	done
+	args=(serve -name "$node" -data "$nd/data" -tools "$nd/tools" -agents "$nd/agents"
+		-9p "127.0.0.1:$(p9_port "$node")"
+		-gossip "127.0.0.1:$(gossip_port "$node")"
+		-cluster "127.0.0.1:$(cluster_port "$node")")
+	if [[ $node != "$BOOTSTRAP" ]]; then
+		args+=(-join "127.0.0.1:$(gossip_port "$BOOTSTRAP")")
+	fi
+	if [[ -n ${TOOLNODE_GOSSIP_KEY:-} ]]; then
+		args+=(-encrypt "$TOOLNODE_GOSSIP_KEY")
+	fi
+	nohup env -i "${env[@]}" "$BIN" "${args[@]}" >"$nd/log" 2>&1 </dev/null &
+	echo $! >"$nd/pid"
+}
+
+# await NODE...: wait until each node answers 9P; fail when one exits.
+await() {
+	local node deadline=$((SECONDS + START_TIMEOUT))
+	for node in "$@"; do
+		until answers "$(p9_port "$node")"; do
+			if ! running "$node"; then
+				printf 'cluster.sh: %s exited; the end of %s:\n' "$node" "$DIR/$node/log" >&2
+				tail -n 20 "$DIR/$node/log" >&2 || true
+				return 1
+			fi
+			if ((SECONDS >= deadline)); then
+				printf 'cluster.sh: %s does not answer 9P on 127.0.0.1:%s after %ss (log %s)\n' \
+					"$node" "$(p9_port "$node")" "$START_TIMEOUT" "$DIR/$node/log" >&2
+				return 1
+			fi
+			sleep 0.2
+		done
+	done
+}
+
+up() {
+	local node port path others=()
+	for node in $NODES; do
+		! running "$node" || die "$node is already running (pid $(<"$DIR/$node/pid")): scripts/cluster.sh down first"
+	done
+	for node in $NODES; do
+		for port in "$(p9_port "$node")" "$(gossip_port "$node")" "$(cluster_port "$node")"; do
+			! port_busy "$port" || die "port $port ($node) is in use: set TOOLNODE_9P_PORT, TOOLNODE_GOSSIP_PORT, TOOLNODE_CLUSTER_PORT"
+		done
+	done
+	mkdir -p "$DIR"
+	echo "building $BIN"
+	(cd "$ROOT" && go build -o "$BIN" ./cmd/toolnode)
+	local nojq
+	nojq=$(nojq_path)
+	for node in $NODES; do
+		prepare "$node"
+		[[ $node == "$BOOTSTRAP" ]] || others+=("$node")
+	done
+	path_of() { if has_jq "$1"; then echo "$PATH"; else echo "$nojq"; fi; }
+
+	start "$BOOTSTRAP" "$(path_of "$BOOTSTRAP")"
+	await "$BOOTSTRAP" || {
+		down
+		exit 1
+	}
+	for node in "${others[@]}"; do
+		start "$node" "$(path_of "$node")"
+	done
+	await "${others[@]}" || {
+		down
+		exit 1
+	}
+
+	echo
+	for node in $NODES; do
+		printf '%-6s 9P 127.0.0.1:%-5s gossip 127.0.0.1:%-5s cluster 127.0.0.1:%-5s %-6s log %s\n' \
+			"$node" "$(p9_port "$node")" "$(gossip_port "$node")" "$(cluster_port "$node")" \
+			"$(has_jq "$node" && echo jq || echo no-jq)" "$DIR/$node/log"
+	done
+	local again=scripts/cluster.sh
+	[[ -z ${TOOLNODE_CLUSTER_DIR:-} ]] || again="TOOLNODE_CLUSTER_DIR=$DIR $again"
+	cat <<-MSG
+
+		  $BIN 9p 127.0.0.1:$(p9_port "$BOOTSTRAP") read cluster/members
+		  $BIN 9p 127.0.0.1:$(p9_port node3) read t/idx
+		  TOOLNODE_ADDR=127.0.0.1:$(p9_port node4) $BIN call site
+		  $again status
+		  $again down
+	MSG
+}
+
+# stop NODE...: SIGTERM them, then wait; SIGKILL what is left after STOP_TIMEOUT.
+stop() {
+	local node deadline=$((SECONDS + STOP_TIMEOUT)) left
+	local -a sent=()
+	for node in "$@"; do
+		if running "$node"; then
+			kill -TERM "$(<"$DIR/$node/pid")" 2>/dev/null || true
+			sent+=("$node")
+		fi
+	done
+	while :; do
+		left=()
+		for node in "${sent[@]+"${sent[@]}"}"; do
+			! running "$node" || left+=("$node")
+		done
+		((${#left[@]} > 0)) || break
+		if ((SECONDS >= deadline)); then
+			printf 'cluster.sh: %s still running after %ss: SIGKILL\n' "${left[*]}" "$STOP_TIMEOUT" >&2
+			for node in "${left[@]}"; do
+				kill -KILL "$(<"$DIR/$node/pid")" 2>/dev/null || true
+			done
+			break
+		fi
+		sleep 0.2
+	done
+	for node in "${sent[@]+"${sent[@]}"}"; do
+		echo "stopped $node"
+	done
+	for node in "$@"; do
+		rm -f "$DIR/$node/pid"
+	done
+}
+
+down() {
+	local node others=()
+	for node in $NODES; do
+		[[ $node == "$BOOTSTRAP" ]] || others+=("$node")
+	done
+	# The joiners leave first, so the bootstrap node sees them go.
+	stop "${others[@]}"
+	stop "$BOOTSTRAP"
+}
+
+status() {
+	local node bad=0
+	for node in $NODES; do
+		if ! running "$node"; then
+			printf '%-6s stopped\n' "$node"
+			bad=1
+		elif answers "$(p9_port "$node")"; then
+			printf '%-6s running, pid %s, 9P 127.0.0.1:%s\n' "$node" "$(<"$DIR/$node/pid")" "$(p9_port "$node")"
+		else
+			printf '%-6s running, pid %s, but 9P 127.0.0.1:%s does not answer\n' "$node" "$(<"$DIR/$node/pid")" "$(p9_port "$node")"
+			bad=1
+		fi
+	done
+	if [[ -x $BIN ]] && answers "$(p9_port "$BOOTSTRAP")"; then
+		printf '\ncluster/members of %s:\n' "$BOOTSTRAP"
+		"$BIN" 9p "127.0.0.1:$(p9_port "$BOOTSTRAP")" read cluster/members || bad=1
+	fi
+	return "$bad"
+}
+
+clean() {
+	down
+	[[ -d $DIR ]] || return 0
+	# Only a directory this script made: it has node1/ or the binary.
+	[[ -d $DIR/$BOOTSTRAP || -x $BIN ]] || die "$DIR does not look like a cluster.sh state directory: not removed"
+	rm -rf "$DIR"
+	echo "removed $DIR"
+}
+
+case ${1:-} in
+up | down | status | clean) "$1" ;;
+*)
+	echo "usage: scripts/cluster.sh up|down|status|clean" >&2
+	exit 2
+	;;
+esac
