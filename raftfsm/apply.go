@@ -44,16 +44,77 @@ func applyPublishTools(st *state, index uint64, body []byte, ev *[]Event) any {
 			}
 		}
 	}
+	origin := c.Origin
+	if origin == "" {
+		origin = OriginDir
+	}
 	for _, t := range c.Tools {
 		if len(t.Exec) > 0 {
 			st.Blobs[t.ExecHash] = t.Exec
 		}
 		st.setTool(t.Name, &Tool{
-			Name: t.Name, Meta: t.Meta, ExecHash: t.ExecHash,
-			Owner: c.Owner, Index: index, Time: c.Time,
+			Name: t.Name, Meta: t.Meta, ExecHash: t.ExecHash, ExecMode: t.Mode,
+			Owner: c.Owner, Origin: origin, Index: index, Time: c.Time,
 		})
 		*ev = append(*ev, Event{index, "tool+", t.Name})
 	}
+	return Result{}
+}
+
+func applyPutToolMeta(st *state, index uint64, body []byte, ev *[]Event) any {
+	var c PutToolMeta
+	decode(body, &c)
+	if err := checkName("tool", c.Name); err != nil {
+		return err
+	}
+	if len(c.Meta) == 0 {
+		return refuse(ErrInvalid, "the metadata of tool %q is empty", c.Name)
+	}
+	t := &Tool{Name: c.Name, Meta: c.Meta, Owner: c.Owner, Origin: c.Origin, Index: index, Time: c.Time}
+	if old, ok := st.Tools[c.Name]; ok {
+		t.ExecHash, t.ExecMode = old.ExecHash, old.ExecMode
+	}
+	st.setTool(c.Name, t)
+	*ev = append(*ev, Event{index, "tool+", c.Name})
+	return Result{}
+}
+
+func applyPutToolExec(st *state, index uint64, body []byte, ev *[]Event) any {
+	var c PutToolExec
+	decode(body, &c)
+	if err := checkName("tool", c.Name); err != nil {
+		return err
+	}
+	if execHash(c.Exec) != c.ExecHash {
+		return refuse(ErrInvalid, "the executable of tool %q does not match its hash", c.Name)
+	}
+	st.Blobs[c.ExecHash] = c.Exec
+	t := &Tool{Name: c.Name, ExecHash: c.ExecHash, ExecMode: c.Mode, Owner: c.Owner, Origin: c.Origin, Index: index, Time: c.Time}
+	if old, ok := st.Tools[c.Name]; ok {
+		t.Meta = old.Meta
+	}
+	st.setTool(c.Name, t)
+	if t.Published() {
+		*ev = append(*ev, Event{index, "tool+", c.Name})
+	}
+	return Result{}
+}
+
+func applyDropToolExec(st *state, index uint64, body []byte, ev *[]Event) any {
+	var c DropToolExec
+	decode(body, &c)
+	old, ok := st.Tools[c.Name]
+	if !ok || old.ExecHash == "" {
+		return refuse(ErrNotFound, "tool %q has no published executable", c.Name)
+	}
+	if !old.Published() {
+		st.setTool(c.Name, nil)
+		return Result{}
+	}
+	t := *old
+	t.ExecHash, t.ExecMode, t.Index = "", 0, index
+	st.setTool(c.Name, &t)
+	*ev = append(*ev, Event{index, "tool+", c.Name})
 	return Result{}
 }
 
@@ -71,11 +132,13 @@ func applyWithdrawTools(st *state, index uint64, body []byte, ev *[]Event) any {
 	decode(body, &c)
 	for _, name := range c.Names {
 		t, ok := st.Tools[name]
-		if !ok || (c.Owner != "" && t.Owner != c.Owner) {
+		if !ok || (c.Owner != "" && t.Owner != c.Owner) || (c.Origin != "" && t.Origin != c.Origin) {
 			continue
 		}
 		st.setTool(name, nil)
-		*ev = append(*ev, Event{index, "tool-", name})
+		if t.Published() {
+			*ev = append(*ev, Event{index, "tool-", name})
+		}
 	}
 	return Result{}
 }
@@ -88,8 +151,12 @@ func applyPublishProfiles(st *state, index uint64, body []byte, ev *[]Event) any
 			return err
 		}
 	}
+	origin := c.Origin
+	if origin == "" {
+		origin = OriginDir
+	}
 	for _, p := range c.Profiles {
-		st.Profiles[p.Name] = &Profile{Name: p.Name, Data: p.Data, AutoLoad: p.AutoLoad, Owner: c.Owner, Index: index}
+		st.Profiles[p.Name] = &Profile{Name: p.Name, Data: p.Data, AutoLoad: p.AutoLoad, Owner: c.Owner, Origin: origin, Index: index}
 	}
 	return Result{}
 }
@@ -99,7 +166,7 @@ func applyWithdrawProfiles(st *state, index uint64, body []byte, ev *[]Event) an
 	decode(body, &c)
 	for _, name := range c.Names {
 		p, ok := st.Profiles[name]
-		if ok && (c.Owner == "" || p.Owner == c.Owner) {
+		if ok && (c.Owner == "" || p.Owner == c.Owner) && (c.Origin == "" || p.Origin == c.Origin) {
 			delete(st.Profiles, name)
 		}
 	}
@@ -130,7 +197,7 @@ func newAgent(st *state, name, profile string) (*Agent, error) {
 		return nil, refuse(ErrNotFound, "no agent profile %q in the cluster", profile)
 	}
 	for _, tool := range p.AutoLoad {
-		if _, known := st.Tools[tool]; known && !a.IsLoaded(tool) {
+		if t, known := st.Tools[tool]; known && t.Published() && !a.IsLoaded(tool) {
 			a.Loaded = append(a.Loaded, tool)
 			a.Rev++
 		}
@@ -247,7 +314,7 @@ func applyLoad(st *state, index uint64, body []byte, ev *[]Event) any {
 		return err
 	}
 	for _, name := range c.Names {
-		if _, ok := st.Tools[name]; !ok {
+		if t, ok := st.Tools[name]; !ok || !t.Published() {
 			return refuse(ErrNotFound, "no tool %q in the cluster", name)
 		}
 	}

@@ -21,6 +21,17 @@ const (
 	CmdKillAgent
 	CmdLoad
 	CmdUnload
+	CmdPutToolMeta
+	CmdPutToolExec
+	CmdDropToolExec
+)
+
+// Origins of a publication: a node's watched directory, or a write into
+// t/ or a/ through 9P. A node's watcher withdraws only what it published
+// from its directory.
+const (
+	OriginDir = "dir"
+	Origin9P  = "9p"
 )
 
 var commandNames = map[CommandType]string{
@@ -34,6 +45,9 @@ var commandNames = map[CommandType]string{
 	CmdKillAgent:        "kill-agent",
 	CmdLoad:             "load",
 	CmdUnload:           "unload",
+	CmdPutToolMeta:      "put-tool-meta",
+	CmdPutToolExec:      "put-tool-exec",
+	CmdDropToolExec:     "drop-tool-exec",
 }
 
 func (t CommandType) String() string {
@@ -54,22 +68,55 @@ type ToolSpec struct {
 	Exec []byte `json:"exec,omitempty"`
 	// ExecHash is the hex SHA-256 of the executable, "" for none.
 	ExecHash string `json:"execHash,omitempty"`
+	// Mode is the executable's file mode (0755 when zero).
+	Mode uint32 `json:"mode,omitempty"`
 }
 
 // PublishTools adds or replaces tools. The publishing node becomes their
 // owner (last write wins).
 type PublishTools struct {
-	Owner string     `json:"owner"`
-	Time  int64      `json:"time"` // unix nanoseconds, stamped by the proposer
-	Tools []ToolSpec `json:"tools"`
+	Owner  string     `json:"owner"`
+	Origin string     `json:"origin,omitempty"` // OriginDir when empty
+	Time   int64      `json:"time"`             // unix nanoseconds, stamped by the proposer
+	Tools  []ToolSpec `json:"tools"`
 }
 
 // WithdrawTools removes tools. With Owner set, only the tools that Owner
 // owns are removed (a node's watcher withdraws only its own); with Owner
 // empty, the named tools are removed whoever owns them.
 type WithdrawTools struct {
-	Owner string   `json:"owner,omitempty"`
-	Names []string `json:"names"`
+	Owner string `json:"owner,omitempty"`
+	// Origin, when set, limits the withdrawal to tools of that origin.
+	Origin string   `json:"origin,omitempty"`
+	Names  []string `json:"names"`
+}
+
+// PutToolMeta publishes one tool's metadata (t/NAME.meta written through
+// 9P), keeping its executable if it has one.
+type PutToolMeta struct {
+	Owner  string `json:"owner"`
+	Origin string `json:"origin"`
+	Time   int64  `json:"time"`
+	Name   string `json:"name"`
+	Meta   []byte `json:"meta"`
+}
+
+// PutToolExec publishes one tool's executable (t/NAME), keeping its
+// metadata. A tool with an executable and no metadata yet is not a tool
+// until its metadata arrives: it is neither listed nor loadable.
+type PutToolExec struct {
+	Owner    string `json:"owner"`
+	Origin   string `json:"origin"`
+	Time     int64  `json:"time"`
+	Name     string `json:"name"`
+	Exec     []byte `json:"exec"`
+	ExecHash string `json:"execHash"`
+	Mode     uint32 `json:"mode"`
+}
+
+// DropToolExec removes a tool's executable (rm t/NAME).
+type DropToolExec struct {
+	Name string `json:"name"`
 }
 
 // ProfileSpec is one agent profile in a PublishProfiles command.
@@ -82,13 +129,15 @@ type ProfileSpec struct {
 // PublishProfiles adds or replaces agent profiles.
 type PublishProfiles struct {
 	Owner    string        `json:"owner"`
+	Origin   string        `json:"origin,omitempty"` // OriginDir when empty
 	Profiles []ProfileSpec `json:"profiles"`
 }
 
 // WithdrawProfiles removes profiles; Owner as in WithdrawTools.
 type WithdrawProfiles struct {
-	Owner string   `json:"owner,omitempty"`
-	Names []string `json:"names"`
+	Owner  string   `json:"owner,omitempty"`
+	Origin string   `json:"origin,omitempty"`
+	Names  []string `json:"names"`
 }
 
 // CreateSession makes a session. An empty Name gets a generated one

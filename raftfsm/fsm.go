@@ -67,6 +67,9 @@ var applyTable = map[CommandType]applyFunc{
 	CmdKillAgent:        applyKillAgent,
 	CmdLoad:             applyLoad,
 	CmdUnload:           applyUnload,
+	CmdPutToolMeta:      applyPutToolMeta,
+	CmdPutToolExec:      applyPutToolExec,
+	CmdDropToolExec:     applyDropToolExec,
 }
 
 // Apply applies one committed log entry. It panics on an entry it cannot

@@ -397,3 +397,42 @@ func TestFSM_WaitApplied(t *testing.T) {
 		t.Fatalf("restored index = %d", r.LastIndex())
 	}
 }
+
+func TestFSM_PublishByFileAndOrigins(t *testing.T) {
+	rec := &recorder{}
+	h := newHarness(t, rec)
+	exe := []byte("#!/bin/sh\necho x\n")
+	// The executable first (cp tool tool.meta): not a tool yet.
+	h.ok(CmdPutToolExec, PutToolExec{Owner: "n2", Origin: Origin9P, Name: "x", Exec: exe, ExecHash: ExecHash(exe), Mode: 0o750})
+	h.ok(CmdCreateSession, CreateSession{Name: "s"})
+	h.ok(CmdCreateAgent, CreateAgent{Session: "s", Name: "a"})
+	h.fail(CmdLoad, Load{Session: "s", Agent: "a", Names: []string{"x"}}, ErrNotFound)
+	if len(rec.events) != 1 || rec.events[0].Kind != "agent+" {
+		t.Fatalf("events before the metadata: %v", rec.events)
+	}
+	h.ok(CmdPutToolMeta, PutToolMeta{Owner: "n2", Origin: Origin9P, Name: "x", Meta: []byte(`{}`)})
+	tl, _ := h.fsm.Tool("x")
+	if tl.ExecHash != ExecHash(exe) || tl.ExecMode != 0o750 || tl.Origin != Origin9P || !tl.Published() {
+		t.Fatalf("tool after meta = %+v", tl)
+	}
+	h.ok(CmdLoad, Load{Session: "s", Agent: "a", Names: []string{"x"}})
+	// n2's watcher withdraws only what it published from its directory.
+	h.ok(CmdWithdrawTools, WithdrawTools{Owner: "n2", Origin: OriginDir, Names: []string{"x"}})
+	if _, ok := h.fsm.Tool("x"); !ok {
+		t.Fatal("a directory withdrawal removed a tool published through 9P")
+	}
+	h.ok(CmdDropToolExec, DropToolExec{Name: "x"})
+	tl, _ = h.fsm.Tool("x")
+	if tl.ExecHash != "" || !tl.Published() {
+		t.Fatalf("after dropping the executable: %+v", tl)
+	}
+	if _, ok := h.fsm.Blob(ExecHash(exe)); ok {
+		t.Fatal("the dropped executable's blob is still stored")
+	}
+	h.fail(CmdDropToolExec, DropToolExec{Name: "x"}, ErrNotFound)
+	h.fail(CmdPutToolMeta, PutToolMeta{Name: "y"}, ErrInvalid)
+	h.ok(CmdWithdrawTools, WithdrawTools{Names: []string{"x"}})
+	if len(h.fsm.Tools()) != 0 {
+		t.Fatal("rm did not withdraw")
+	}
+}

@@ -39,7 +39,9 @@ type Tool struct {
 	Name     string `json:"name"`
 	Meta     []byte `json:"meta"`
 	ExecHash string `json:"execHash,omitempty"`
+	ExecMode uint32 `json:"execMode,omitempty"`
 	Owner    string `json:"owner"`
+	Origin   string `json:"origin,omitempty"` // OriginDir or Origin9P
 	// Index is the Raft index of the command that last published it.
 	Index uint64 `json:"index"`
 	// Time is when it was published (stamped by the proposer).
@@ -52,8 +54,13 @@ type Profile struct {
 	Data     []byte   `json:"data"`
 	AutoLoad []string `json:"autoLoad,omitempty"`
 	Owner    string   `json:"owner"`
+	Origin   string   `json:"origin,omitempty"`
 	Index    uint64   `json:"index"`
 }
+
+// Published reports whether the tool has metadata: a tool whose
+// executable came first is not a tool yet.
+func (t *Tool) Published() bool { return len(t.Meta) > 0 }
 
 // Agent is one agent of a session; immutable like Tool.
 type Agent struct {

@@ -76,6 +76,18 @@ func (m *Meta) Resolve(h Host) (resolved Meta, variant int, ok bool) {
 	return newResolver(h, false).Resolve(m)
 }
 
+// WithVariant returns the metadata as it resolves where variant i matched
+// (another host's variant, as that host reported it); -1 or an index out
+// of range gives the top level alone.
+func (m *Meta) WithVariant(i int) Meta {
+	resolved := *m
+	resolved.Variants = nil
+	if i >= 0 && i < len(m.Variants) {
+		m.Variants[i].mergeInto(&resolved)
+	}
+	return resolved
+}
+
 // Resolver resolves many Metas against one host, remembering the result of
 // each binary and file look-up so that a catalog pass looks each path up
 // once. Make a new Resolver for each pass: a binary installed after the

@@ -232,3 +232,20 @@ func TestLocalHost(t *testing.T) {
 		t.Error("Getenv does not read the environment")
 	}
 }
+
+func TestMeta_WithVariant(t *testing.T) {
+	m, _, err := ParseMeta([]byte(`{"description":"top","cmd":"a","variants":[{"match":{"os":"plan9"},"cmd":"b"},{"match":{"env":"X"},"description":"second"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		i         int
+		desc, cmd string
+	}{{-1, "top", "a"}, {0, "top", "b"}, {1, "second", "a"}, {7, "top", "a"}}
+	for _, tc := range tests {
+		got := m.WithVariant(tc.i)
+		if got.Description != tc.desc || got.Cmd != tc.cmd || got.Variants != nil {
+			t.Errorf("WithVariant(%d) = %q %q %v", tc.i, got.Description, got.Cmd, got.Variants)
+		}
+	}
+}
