@@ -89,6 +89,18 @@ type Cluster struct {
 	// hands out are shared with its goroutines and cannot be read safely.
 	// Dead and departed members stay listed for ForgetAfter.
 	members map[string]tracked
+
+	// caps is every node's capabilities as this node knows them: node →
+	// tool → entry (caps.go). Only this node writes caps[name].
+	caps        map[string]map[string]entry
+	lastVersion uint64          // the newest version this node issued
+	syncAll     bool            // send this node's entries to every live member
+	syncTo      map[string]bool // ... or to these
+
+	bq   *memberlist.TransmitLimitedQueue // capability deltas to gossip
+	kick chan struct{}                    // wakes syncLoop
+	stop chan struct{}                    // closed by Shutdown
+	once sync.Once
 }
 
 type tracked struct {
@@ -105,9 +117,9 @@ func Start(cfg Config) (*Cluster, error) {
 	if out == nil {
 		out = os.Stderr
 	}
-	c := &Cluster{events: make(chan Event, 256), meta: cfg.Meta, members: map[string]tracked{}, logger: log.New(out, "", log.LstdFlags)}
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = cfg.Name
+	c := newCluster(mc.Name, cfg.Meta, log.New(out, "", log.LstdFlags))
 	if cfg.LogOutput != nil {
 		mc.LogOutput = cfg.LogOutput
 	}
@@ -142,9 +154,26 @@ func Start(cfg Config) (*Cluster, error) {
 		return nil, fmt.Errorf("start gossip on %s: %w", cfg.BindAddr, err)
 	}
 	c.ml = ml
-	local := ml.LocalNode()
-	c.name, c.addr = local.Name, local.Address()
+	c.addr = ml.LocalNode().Address()
+	go c.syncLoop()
 	return c, nil
+}
+
+// newCluster makes the state of a Cluster; Start adds the memberlist.
+func newCluster(name string, meta Meta, logger *log.Logger) *Cluster {
+	c := &Cluster{
+		name:    name,
+		meta:    meta,
+		logger:  logger,
+		events:  make(chan Event, 256),
+		members: map[string]tracked{},
+		caps:    map[string]map[string]entry{},
+		syncTo:  map[string]bool{},
+		kick:    make(chan struct{}, 1),
+		stop:    make(chan struct{}),
+	}
+	c.bq = &memberlist.TransmitLimitedQueue{NumNodes: c.aliveCount, RetransmitMult: retransmitMult}
+	return c
 }
 
 func splitHostPort(addr string) (string, int, error) {
@@ -193,6 +222,7 @@ func (c *Cluster) Members() []Member {
 	for name, t := range c.members {
 		if !t.gone.IsZero() && time.Since(t.gone) > ForgetAfter {
 			delete(c.members, name)
+			delete(c.caps, name)
 			continue
 		}
 		out = append(out, t.m)
@@ -233,14 +263,17 @@ func (c *Cluster) Leave(timeout time.Duration) error {
 		c.logger.Printf("cluster: announcing the leave: %v", err)
 	}
 	err := c.ml.Leave(timeout)
-	if serr := c.ml.Shutdown(); err == nil {
+	if serr := c.Shutdown(); err == nil {
 		err = serr
 	}
 	return err
 }
 
 // Shutdown stops gossip without telling anyone (a crash, as others see it).
-func (c *Cluster) Shutdown() error { return c.ml.Shutdown() }
+func (c *Cluster) Shutdown() error {
+	c.once.Do(func() { close(c.stop) })
+	return c.ml.Shutdown()
+}
 
 func member(n *memberlist.Node, logger *log.Logger) Member {
 	m := Member{Name: n.Name, Addr: n.Address(), State: stateName(n.State)}
@@ -281,10 +314,12 @@ func (d *delegate) NodeMeta(limit int) []byte {
 	}
 	return b
 }
-func (d *delegate) NotifyMsg([]byte)                           {}
-func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
-func (d *delegate) LocalState(join bool) []byte                { return nil }
-func (d *delegate) MergeRemoteState(buf []byte, join bool)     {}
+func (d *delegate) NotifyMsg(buf []byte) { d.c.notifyMsg(buf) }
+func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte {
+	return d.c.bq.GetBroadcasts(overhead, limit)
+}
+func (d *delegate) LocalState(join bool) []byte            { return d.c.localState() }
+func (d *delegate) MergeRemoteState(buf []byte, join bool) { d.c.mergeRemoteState(buf) }
 
 type eventDelegate struct{ c *Cluster }
 
@@ -304,7 +339,14 @@ func (e *eventDelegate) send(k EventKind, n *memberlist.Node) {
 	}
 	e.c.mu.Lock()
 	e.c.members[m.Name] = t
+	// A node that joins, or comes back from the dead, may have missed
+	// deltas: it gets this node's entries directly, not at the next
+	// push/pull.
+	tell := k == NodeJoin && m.Name != e.c.name && len(e.c.caps[e.c.name]) > 0
 	e.c.mu.Unlock()
+	if tell {
+		e.c.requestSync(m.Name)
+	}
 	select {
 	case e.c.events <- Event{Kind: k, Member: t.m}:
 	default:

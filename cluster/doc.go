@@ -3,6 +3,25 @@
 // carries each node's small advertised facts (its cluster and 9P
 // addresses, how many tools its host can run) in memberlist node meta.
 //
-// It knows nothing of Raft or 9P: the node reads Members and Events and
-// decides what they mean for the replicated state.
+// It also spreads capabilities: which tools each node's host can run, and
+// which variant matched there (caps.go). Node meta is capped at 512 bytes,
+// so they travel beside it. Each node keeps a table node → tool → entry,
+// and writes only its own entries, each stamped with a version from its
+// clock that never goes back; a higher version wins everywhere, and a
+// removed tool stays as a tombstone for TombstoneTTL. SetCapabilities
+// gossips what changed at once, in messages of at most 1 KB that every
+// node which learns from them passes on (memberlist gossips every 200 ms,
+// so a change reaches a LAN cluster well under 2 s); a change too large
+// for a few messages, and a node's entries for a node that joins or comes
+// back, go directly over memberlist's reliable stream instead. The whole
+// table goes with every push/pull, so a joining node learns it all from
+// its first peer, and whatever gossip lost is mended. A node that hears
+// stale news about itself (from its own earlier run) answers it with a
+// newer entry. Capable lists only members alive in this package's member
+// table, so a node memberlist calls dead, or one leaving, is never chosen.
+// The wire format is in wire.go.
+//
+// It knows nothing of Raft or 9P: the node reads Members, Events and
+// Capable and decides what they mean for the replicated state and for
+// routing calls.
 package cluster
