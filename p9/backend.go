@@ -43,6 +43,25 @@ type Backend interface {
 	// ToolDoc returns the full documentation of a tool (the tools file).
 	ToolDoc(name string) (string, error)
 
+	// ToolExecMode is the file mode of a tool's published executable
+	// (e.g. 0755), as given when it was created through t/.
+	ToolExecMode(name string) (uint32, bool)
+	// PublishToolMeta validates and publishes t/NAME.meta (the whole
+	// document); an invalid one changes nothing and its error says why.
+	PublishToolMeta(name string, data []byte) error
+	// PublishToolExec publishes t/NAME, the executable, with its mode.
+	PublishToolExec(name string, data []byte, mode uint32) error
+	// WithdrawTool removes a tool (rm t/NAME.meta) cluster-wide.
+	WithdrawTool(name string) error
+	// RemoveToolExec removes a tool's published executable (rm t/NAME).
+	RemoveToolExec(name string) error
+	// PublishProfile validates and publishes a/NAME.json.
+	PublishProfile(name string, data []byte) error
+	// WithdrawProfile removes a profile (rm a/NAME.json).
+	WithdrawProfile(name string) error
+	// MaxExecutable is the largest executable PublishToolExec takes.
+	MaxExecutable() int
+
 	// ProfileNames lists the published agent profiles, sorted.
 	ProfileNames() []string
 	// Profile returns a profile as published.

@@ -408,6 +408,6 @@ func (c *conn) clunkAll() {
 	c.fids = make(map[uint32]*fid)
 	c.mu.Unlock()
 	for _, f := range fids {
-		c.s.release(f)
+		c.s.release(f, false)
 	}
 }

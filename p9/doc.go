@@ -66,7 +66,56 @@
 //
 // Session names "new" and "idx" and an agent named "new" are shadowed by
 // the fixed files of their directories, and a tool named "idx" by t/idx;
-// the Backend should refuse them. t/ and a/ are read-only for now.
+// the Backend should refuse them.
+//
+// # Publishing through t/ and a/
+//
+// t/ lists idx, NAME.meta for every tool whose metadata is published and
+// NAME for every tool with a published executable; a/ lists NAME.json for
+// every profile. Creating, writing and clunking t/NAME.meta, t/NAME or
+// a/NAME.json on any node publishes it cluster-wide (Backend.PublishToolMeta,
+// PublishToolExec, PublishProfile); Tremove withdraws it (WithdrawTool,
+// RemoveToolExec, WithdrawProfile). t/idx cannot be written or removed.
+//
+//   - Names: Tcreate takes NAME.meta and NAME in t/, NAME.json in a/, where
+//     NAME is [A-Za-z0-9][A-Za-z0-9_.-]{0,127} and a tool is never "idx";
+//     a name ending in .meta is always metadata. Directories cannot be made.
+//     A create must open for writing. It makes the fid the new file, open
+//     on an empty buffer; until its clunk, walks on any connection find the
+//     file (9pfuse walks to what it just created), and nothing is
+//     published. Creating a file that exists replaces it the same way.
+//   - Buffers: a fid open for writing (Tcreate, or Topen with OWRITE or
+//     ORDWR) writes into a private buffer at the writes' offsets, gaps
+//     filled with zeros. It starts as the published text, or empty with
+//     OTRUNC. Reads on that fid see the buffer; every other fid sees only
+//     what is published, so no reader ever sees half a file. Metadata and
+//     profiles are limited to 1 MiB, executables to Backend.MaxExecutable
+//     (64 MiB when that is not positive); the write that crosses the limit
+//     fails.
+//   - JSON (NAME.meta, NAME.json): after each write, if the buffer is one
+//     whole JSON value (white space around it dropped) that this fid has
+//     not published yet, it is published at once; the Backend's refusal is
+//     the error of that write, which then changes nothing. At clunk, a
+//     buffer changed since this fid last published is published if it is
+//     whole JSON; otherwise the Tclunk fails with "incomplete JSON: nothing
+//     was published" or "is not valid JSON". The fid is clunked either way.
+//   - Executables (NAME): published at clunk with their mode; the
+//     Backend's refusal is the error of the Tclunk. The mode is the
+//     permission bits of the Tcreate, or the published mode for a file
+//     opened for writing. A mode without an execute bit is published as
+//     given, but nodes only run executables that have one.
+//   - A fid that wrote nothing publishes nothing at clunk, and neither does
+//     one with a refused write. Only Tclunk publishes: a Tremove of a fid
+//     open for writing, a Tversion and the end of a connection drop its
+//     buffer.
+//   - Twstat: a length of 0 empties the buffer of a fid open for writing
+//     and is accepted, doing nothing, on any other fid of t/ and a/ (the
+//     open that follows, with OTRUNC, replaces the content). A new mode on
+//     t/NAME (chmod) applies to the fids writing it, and publishes the
+//     published executable again with that mode. Only the permission bits
+//     of a mode count.
+//
+// Stat lengths stay 0 for these files too; readers read to the end.
 //
 // # What it must not touch
 //

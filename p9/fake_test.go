@@ -2,6 +2,7 @@ package p9
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -20,12 +21,17 @@ type fakeBackend struct {
 	node     string
 	members  string
 	calls    int
+	maxExe   int      // MaxExecutable
+	log      []string // publishes and withdrawals, in order
 }
 
+// fakeTool is a published tool: meta nil means its metadata is not
+// published yet, exe nil that it has no executable.
 type fakeTool struct {
 	desc  string
 	meta  []byte
 	exe   []byte
+	mode  uint32 // of exe; 0 means 0755
 	doc   string
 	where string
 }
@@ -50,6 +56,7 @@ func newFake() *fakeBackend {
 			"s1": {"a1": {loaded: []string{"echo"}, rev: 7}},
 		},
 		wake:    make(chan struct{}),
+		maxExe:  1 << 20,
 		node:    "name n1\nos linux",
 		members: "n1 127.0.0.1:7946 alive leader 3\n",
 	}
@@ -84,7 +91,7 @@ func (f *fakeBackend) ToolNames() []string {
 func (f *fakeBackend) ToolMeta(name string) ([]byte, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if t := f.tools[name]; t != nil {
+	if t := f.tools[name]; t != nil && t.meta != nil {
 		return t.meta, true
 	}
 	return nil, false
@@ -388,4 +395,123 @@ func (f *fakeBackend) callCount() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.calls
+}
+
+func (f *fakeBackend) ToolExecMode(name string) (uint32, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t := f.tools[name]
+	if t == nil || t.exe == nil {
+		return 0, false
+	}
+	if t.mode == 0 {
+		return 0o755, true
+	}
+	return t.mode, true
+}
+
+// PublishToolMeta takes a JSON object whose description, if any, is a
+// string.
+func (f *fakeBackend) PublishToolMeta(name string, data []byte) error {
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		return fmt.Errorf("the metadata of %s must be a JSON object: %v", name, err)
+	}
+	desc, ok := m["description"].(string)
+	if _, has := m["description"]; has && !ok {
+		return fmt.Errorf("the metadata of %s is invalid: description must be a string", name)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t := f.tools[name]
+	if t == nil {
+		t = &fakeTool{}
+		f.tools[name] = t
+	}
+	t.meta, t.desc = slices.Clone(data), desc
+	f.log = append(f.log, "meta "+name+" "+string(data))
+	f.addEventLocked("tool+", name)
+	return nil
+}
+
+func (f *fakeBackend) PublishToolExec(name string, data []byte, mode uint32) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(data) > f.maxExe {
+		return fmt.Errorf("executables are limited to %d bytes", f.maxExe)
+	}
+	t := f.tools[name]
+	if t == nil {
+		t = &fakeTool{}
+		f.tools[name] = t
+	}
+	t.exe, t.mode = slices.Clone(data), mode
+	f.log = append(f.log, fmt.Sprintf("exec %s %#o %q", name, mode, data))
+	return nil
+}
+
+func (f *fakeBackend) WithdrawTool(name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.tools[name] == nil {
+		return fmt.Errorf("no tool %q in the cluster: %w", name, ErrNotFound)
+	}
+	delete(f.tools, name)
+	f.log = append(f.log, "withdraw "+name)
+	f.addEventLocked("tool-", name)
+	return nil
+}
+
+func (f *fakeBackend) RemoveToolExec(name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t := f.tools[name]
+	if t == nil || t.exe == nil {
+		return ErrNotFound
+	}
+	t.exe, t.mode = nil, 0
+	if t.meta == nil {
+		delete(f.tools, name)
+	}
+	f.log = append(f.log, "rmexec "+name)
+	return nil
+}
+
+// PublishProfile takes a JSON object whose autoLoad, if any, is a list.
+func (f *fakeBackend) PublishProfile(name string, data []byte) error {
+	var p struct {
+		AutoLoad []string `json:"autoLoad"`
+	}
+	if err := json.Unmarshal(data, &p); err != nil {
+		return fmt.Errorf("profile %s is invalid: %v", name, err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.profiles[name] = slices.Clone(data)
+	f.log = append(f.log, "profile "+name+" "+string(data))
+	return nil
+}
+
+func (f *fakeBackend) WithdrawProfile(name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.profiles[name]; !ok {
+		return ErrNotFound
+	}
+	delete(f.profiles, name)
+	f.log = append(f.log, "withdraw profile "+name)
+	return nil
+}
+
+func (f *fakeBackend) MaxExecutable() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.maxExe
+}
+
+// published returns the log of publishes and withdrawals.
+func (f *fakeBackend) published() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.log)
 }

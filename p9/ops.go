@@ -33,17 +33,25 @@ type handle interface {
 	close()
 }
 
-// release closes f's handle, once, and marks f gone.
-func (s *Server) release(f *fid) {
+// release closes f's handle, once, and marks f gone. With commit (a
+// Tclunk) a handle that publishes at clunk does so first; its error is
+// returned, and the handle is closed all the same.
+func (s *Server) release(f *fid, commit bool) error {
 	f.mu.Lock()
 	h := f.h
 	f.h = nil
 	f.gone = true
 	f.mu.Unlock()
-	if h != nil {
-		h.close()
-		s.handles.Add(-1)
+	if h == nil {
+		return nil
 	}
+	var err error
+	if cm, ok := h.(committer); ok && commit {
+		err = cm.commit()
+	}
+	h.close()
+	s.handles.Add(-1)
+	return err
 }
 
 func (f *fid) handle() (handle, proto.Mode) {
@@ -112,9 +120,9 @@ func (c *conn) handle(r *req) (b []byte) {
 	case *proto.TAuth:
 		err = errNoAuth()
 	case *proto.TCreate:
-		err = c.create(fc)
+		b, err = c.create(fc)
 	case *proto.TRemove:
-		err = c.remove(fc)
+		b, err = c.remove(fc)
 	default:
 		err = fmt.Errorf("message %T is not a request this server serves", fc)
 	}
@@ -165,7 +173,7 @@ func (c *conn) walk(fc *proto.TWalk) ([]byte, error) {
 		qids = make([]proto.Qid, 0, len(fc.Wname))
 	}
 	for i, name := range fc.Wname {
-		next, err := walk1(c.s.b, n, name)
+		next, err := walk1(c.s, n, name)
 		if err != nil {
 			if i == 0 {
 				return nil, err
@@ -218,7 +226,7 @@ func (c *conn) open(fc *proto.TOpen) ([]byte, error) {
 	n := f.n
 	mode := fc.Mode
 	if mode&proto.Orclose != 0 {
-		return nil, fmt.Errorf("%s cannot be removed, so it cannot be opened with ORCLOSE", n.path)
+		return nil, errOrclose(n)
 	}
 	rw := mode & 3
 	wantRead := rw == proto.Oread || rw == proto.Ordwr || rw == proto.Oexec
@@ -240,8 +248,10 @@ func (c *conn) open(fc *proto.TOpen) ([]byte, error) {
 	if f.h != nil {
 		return nil, fmt.Errorf("fid %d is already open", fc.Fid)
 	}
-	h, err := c.s.openHandle(n)
-	if err != nil {
+	var h handle
+	if wantWrite && isUpload(n.kind) {
+		h = c.s.openUpload(n, mode&proto.Otrunc != 0)
+	} else if h, err = c.s.openHandle(n); err != nil {
 		return nil, err
 	}
 	f.h, f.omode = h, mode
@@ -306,55 +316,121 @@ func (c *conn) takeFid(id uint32) (*fid, error) {
 	if f == nil {
 		return nil, errNoFid(id)
 	}
-	c.s.release(f)
+	c.s.release(f, false)
 	return f, nil
 }
 
+// clunk forgets the fid. A file of t/ or a/ open for writing publishes
+// what was written first; if that fails the Tclunk gets the error, and
+// the fid is clunked all the same, as 9P requires.
 func (c *conn) clunk(fc *proto.TClunk) ([]byte, error) {
-	if _, err := c.takeFid(fc.Fid); err != nil {
+	c.mu.Lock()
+	f := c.fids[fc.Fid]
+	delete(c.fids, fc.Fid)
+	c.mu.Unlock()
+	if f == nil {
+		return nil, errNoFid(fc.Fid)
+	}
+	if err := c.s.release(f, true); err != nil {
 		return nil, err
 	}
 	m := proto.RClunk{Header: proto.Header{Type: proto.Rclunk, Tag: fc.Tag}}
 	return m.Compose(), nil
 }
 
-// remove clunks the fid, as 9P requires even when the remove fails, and
-// fails: nothing in the tree is removed this way.
-func (c *conn) remove(fc *proto.TRemove) error {
+// remove clunks the fid, as 9P requires even when the remove fails (an
+// upload open on it is dropped, not published). t/NAME.meta withdraws the
+// tool, t/NAME removes its executable, a/NAME.json withdraws the profile;
+// nothing else in the tree is removed this way.
+func (c *conn) remove(fc *proto.TRemove) ([]byte, error) {
 	f, err := c.takeFid(fc.Fid)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	n := f.n
+	n, b := f.n, c.s.b
 	switch n.kind {
 	case kSession:
-		return fmt.Errorf("cannot remove session %q this way: write \"kill\" to session/%s/ctl", n.sess, n.sess)
+		return nil, fmt.Errorf("cannot remove session %q this way: write \"kill\" to session/%s/ctl", n.sess, n.sess)
 	case kAgent:
-		return fmt.Errorf("cannot remove agent %q this way: write \"kill\" to %s/ctl", n.agent, n.path)
-	case kTMeta, kTExec, kProfile:
-		return fmt.Errorf("cannot remove %s: t/ and a/ are read-only over 9P for now", n.path)
+		return nil, fmt.Errorf("cannot remove agent %q this way: write \"kill\" to %s/ctl", n.agent, n.path)
+	case kTIdx:
+		return nil, errors.New("cannot remove t/idx: it is the tool index; remove t/NAME.meta to withdraw a tool")
+	case kTMeta:
+		err = notFound(b.WithdrawTool(n.arg), "no tool %q in the cluster", n.arg)
+	case kTExec:
+		err = notFound(b.RemoveToolExec(n.arg), "tool %q has no published executable", n.arg)
+	case kProfile:
+		err = notFound(b.WithdrawProfile(n.arg), "no agent profile %q in the cluster", n.arg)
+	default:
+		return nil, fmt.Errorf("cannot remove %s: the files of the tree are fixed", n.path)
 	}
-	return fmt.Errorf("cannot remove %s: the files of the tree are fixed", n.path)
+	if err != nil {
+		return nil, err
+	}
+	m := proto.RRemove{Header: proto.Header{Type: proto.Rremove, Tag: fc.Tag}}
+	return m.Compose(), nil
 }
 
-func (c *conn) create(fc *proto.TCreate) error {
+func errOrclose(n *node) error {
+	return fmt.Errorf("%s cannot be removed on close, so it cannot be opened with ORCLOSE", n.path)
+}
+
+// create makes t/NAME.meta, t/NAME or a/NAME.json: the fid becomes the
+// new file, open for writing on an empty buffer. Nothing is published
+// until it is written (and, for an executable, clunked). An executable's
+// mode is the create's permission bits. Creating a file that exists
+// replaces it the same way.
+func (c *conn) create(fc *proto.TCreate) ([]byte, error) {
 	f, err := c.getFid(fc.Fid)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	n := f.n
 	switch n.kind {
 	case kSessionDir:
-		return fmt.Errorf("cannot create %q: make a session by writing \"name=S\" to session/new", fc.Name)
+		return nil, fmt.Errorf("cannot create %q: make a session by writing \"name=S\" to session/new", fc.Name)
 	case kAgentDir:
-		return fmt.Errorf("cannot create %q: make an agent by writing \"name=A\" to %s/new", fc.Name, n.path)
+		return nil, fmt.Errorf("cannot create %q: make an agent by writing \"name=A\" to %s/new", fc.Name, n.path)
 	case kTDir, kADir:
-		return fmt.Errorf("cannot create %q: %s is read-only over 9P for now", fc.Name, n.path)
+	default:
+		if !n.isDir() {
+			return nil, fmt.Errorf("cannot create %q: %s is not a directory", fc.Name, n.path)
+		}
+		return nil, fmt.Errorf("cannot create %q in %s: the files of the tree are fixed", fc.Name, n.path)
 	}
-	if !n.isDir() {
-		return fmt.Errorf("cannot create %q: %s is not a directory", fc.Name, n.path)
+	child, err := createNode(n, fc.Name, fc.Perm)
+	if err != nil {
+		return nil, err
 	}
-	return fmt.Errorf("cannot create %q in %s: the files of the tree are fixed", fc.Name, n.path)
+	mode := proto.Mode(fc.Mode)
+	if mode&proto.Orclose != 0 {
+		return nil, errOrclose(child)
+	}
+	if rw := mode & 3; rw != proto.Owrite && rw != proto.Ordwr {
+		return nil, fmt.Errorf("create %s open for writing (OWRITE or ORDWR): it is published when written", child.path)
+	}
+	if h, _ := f.handle(); h != nil {
+		return nil, fmt.Errorf("fid %d is open; create from an unopened fid of %s", fc.Fid, n.path)
+	}
+	u := c.s.newUpload(child, fc.Perm&0o777)
+	// The fid becomes the new file: a new fid replaces it in the table,
+	// and the old one is marked gone so a racing open fails.
+	c.mu.Lock()
+	f.mu.Lock()
+	ok := c.fids[fc.Fid] == f && f.h == nil && !f.gone
+	if ok {
+		f.gone = true
+		c.fids[fc.Fid] = &fid{n: child, h: u, omode: mode}
+		c.s.handles.Add(1)
+	}
+	f.mu.Unlock()
+	c.mu.Unlock()
+	if !ok {
+		u.close()
+		return nil, fmt.Errorf("fid %d changed while it was being created from", fc.Fid)
+	}
+	m := proto.RCreate{Header: proto.Header{Type: proto.Rcreate, Tag: fc.Tag}, Qid: child.qid, Iounit: c.msize.Load() - ioHdrSize}
+	return m.Compose(), nil
 }
 
 func (c *conn) statFid(fc *proto.TStat) ([]byte, error) {
@@ -368,7 +444,10 @@ func (c *conn) statFid(fc *proto.TStat) ([]byte, error) {
 
 // wstat accepts what clients send to files they only write: a sync (every
 // field "don't touch"), a truncation to length 0 and new times, on
-// writable files. It refuses renames, mode and owner changes.
+// writable files, and a new mode for t/NAME. It refuses renames, owner
+// changes and other mode changes. A truncation of a fid open for writing
+// empties its buffer; of any other fid it does nothing (9pfuse sends one
+// before an open that truncates).
 func (c *conn) wstat(fc *proto.TWstat) ([]byte, error) {
 	f, err := c.getFid(fc.Fid)
 	if err != nil {
@@ -376,12 +455,15 @@ func (c *conn) wstat(fc *proto.TWstat) ([]byte, error) {
 	}
 	n, st := f.n, &fc.Stat
 	cur := c.s.stat(n)
+	// FUSE sends Unix modes: only the directory and permission bits count.
+	const modeBits = proto.DMDIR | 0o777
+	chmod := st.Mode != ^uint32(0) && n.kind == kTExec && st.Mode&proto.DMDIR == 0
 	switch {
 	case st.Name != "" && st.Name != n.name:
 		return nil, fmt.Errorf("cannot rename %s: the names of the tree are fixed", n.path)
 	case st.Uid != "" || st.Gid != "" || st.Muid != "":
 		return nil, fmt.Errorf("cannot change the owner of %s", n.path)
-	case st.Mode != ^uint32(0) && st.Mode != cur.Mode:
+	case st.Mode != ^uint32(0) && !chmod && st.Mode&modeBits != cur.Mode&modeBits:
 		return nil, fmt.Errorf("cannot change the mode of %s: it is %s", n.path, modeString(cur.Mode))
 	case st.Type != ^uint16(0) && st.Type != cur.Type,
 		st.Dev != ^uint32(0) && st.Dev != cur.Dev,
@@ -396,10 +478,15 @@ func (c *conn) wstat(fc *proto.TWstat) ([]byte, error) {
 		}
 		return nil, errReadOnly(n)
 	}
-	if truncate {
-		if st.Length != 0 {
-			return nil, fmt.Errorf("%s can only be truncated to length 0", n.path)
+	if truncate && st.Length != 0 {
+		return nil, fmt.Errorf("%s can only be truncated to length 0", n.path)
+	}
+	if chmod {
+		if err := c.s.chmodExec(n, st.Mode&0o777); err != nil {
+			return nil, err
 		}
+	}
+	if truncate {
 		if h, _ := f.handle(); h != nil {
 			h.truncate()
 		}

@@ -53,6 +53,11 @@ type Server struct {
 	wg        sync.WaitGroup // connection goroutines
 
 	handles atomic.Int64 // per-fid handles open now, on all connections
+
+	// pending holds the uploads open for writing, by tree path, on every
+	// connection: a file created and not yet published can be walked to.
+	pmu     sync.Mutex
+	pending map[string][]*upload
 }
 
 // NewServer returns a server for b. It serves nothing until Serve or
@@ -88,6 +93,7 @@ func NewServer(b Backend, opt Options) *Server {
 		cancel:    cancel,
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*conn]struct{}),
+		pending:   make(map[string][]*upload),
 	}
 }
 

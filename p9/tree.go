@@ -46,12 +46,14 @@ const (
 	nKinds
 )
 
-// perms holds each kind's permission bits. t/ and a/ are read-only for now.
+// perms holds each kind's permission bits. They decide what may be
+// opened for reading and writing; the stat mode of t/NAME is the mode its
+// executable was published with (Server.execMode).
 var perms = [nKinds]uint32{
-	kRoot: 0o555, kTDir: 0o555, kADir: 0o555, kClusterDir: 0o555,
+	kRoot: 0o555, kTDir: 0o755, kADir: 0o755, kClusterDir: 0o555,
 	kSessionDir: 0o555, kSession: 0o555, kAgentDir: 0o555, kAgent: 0o555,
 
-	kTIdx: 0o444, kTMeta: 0o444, kTExec: 0o555, kProfile: 0o444,
+	kTIdx: 0o444, kTMeta: 0o644, kTExec: 0o755, kProfile: 0o644,
 	kTools: 0o666, kEvents: 0o444, kNode: 0o444, kMembers: 0o444,
 	kWhere: 0o666, kSessNew: 0o666, kSessIdx: 0o444, kSessCtl: 0o222,
 	kAgentNew: 0o666, kAgentTools: 0o666, kAgentCtl: 0o666,
@@ -165,8 +167,10 @@ func lookupSession(b Backend, sess string) (*node, []string, error) {
 }
 
 // walk1 looks up one name in directory n. It returns the child or an error
-// whose text says what does not exist.
-func walk1(b Backend, n *node, name string) (*node, error) {
+// whose text says what does not exist. A file of t/ or a/ that is open for
+// writing after a Tcreate exists for walks before it is published.
+func walk1(s *Server, n *node, name string) (*node, error) {
+	b := s.b
 	if name == ".." {
 		return n.parent, nil
 	}
@@ -194,13 +198,13 @@ func walk1(b Backend, n *node, name string) (*node, error) {
 			return tIdxNode, nil
 		}
 		if base, ok := strings.CutSuffix(name, ".meta"); ok {
-			if _, ok := b.ToolMeta(base); ok {
+			if _, ok := b.ToolMeta(base); ok || s.isPending("t/"+name) {
 				c := newNode(n, kTMeta, name)
 				c.arg = base
 				return c, nil
 			}
 		}
-		if _, ok := b.ToolExecutable(name); ok {
+		if _, ok := b.ToolExecutable(name); ok || s.isPending("t/"+name) {
 			c := newNode(n, kTExec, name)
 			c.arg = name
 			return c, nil
@@ -212,7 +216,7 @@ func walk1(b Backend, n *node, name string) (*node, error) {
 		return nil, walkErr("no tool %q in the cluster", tool)
 	case kADir:
 		if base, ok := strings.CutSuffix(name, ".json"); ok {
-			if _, ok := b.Profile(base); ok {
+			if _, ok := b.Profile(base); ok || s.isPending("a/"+name) {
 				c := newNode(n, kProfile, name)
 				c.arg = base
 				return c, nil
@@ -333,9 +337,13 @@ func children(b Backend, n *node) ([]*node, error) {
 
 // stat is the directory entry of n.
 func (s *Server) stat(n *node) proto.Stat {
+	mode := n.mode()
+	if n.kind == kTExec {
+		mode = s.execMode(n)
+	}
 	return proto.Stat{
 		Qid:   n.qid,
-		Mode:  n.mode(),
+		Mode:  mode,
 		Atime: s.mtime,
 		Mtime: s.mtime,
 		Name:  n.name,

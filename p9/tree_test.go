@@ -175,11 +175,13 @@ func TestTree_Stat(t *testing.T) {
 		mode plan9.Perm
 	}{
 		{"/", plan9.DMDIR | 0o555},
-		{"t", plan9.DMDIR | 0o555},
+		{"t", plan9.DMDIR | 0o755},
+		{"a", plan9.DMDIR | 0o755},
 		{"session/s1/agent/a1", plan9.DMDIR | 0o555},
 		{"t/idx", 0o444},
-		{"t/echo", 0o555},
-		{"t/echo.meta", 0o444},
+		{"t/echo", 0o755},
+		{"t/echo.meta", 0o644},
+		{"a/coder.json", 0o644},
 		{"tools", 0o666},
 		{"events", 0o444},
 		{"session/s1/ctl", 0o222},
