@@ -1,9 +1,11 @@
 package node
 
 import (
+	"errors"
 	"sort"
 	"sync"
 
+	"github.com/toolnode/toolnode/cluster"
 	"github.com/toolnode/toolnode/p9"
 	"github.com/toolnode/toolnode/raftfsm"
 	"github.com/toolnode/toolnode/registry"
@@ -16,11 +18,23 @@ type catalog struct {
 	host registry.Host
 	self string
 
-	mu      sync.RWMutex
-	entries map[string]*entry
-	index   []p9.ToolEntry // visible tools, sorted; rebuilt lazily
-	dirty   bool
+	rebuildMu sync.Mutex // one rebuild at a time
+
+	mu       sync.RWMutex
+	entries  map[string]*entry
+	nvisible int            // how many entries are visible
+	index    []p9.ToolEntry // visible tools, sorted; rebuilt lazily
+	dirty    bool
+	// While a rebuild resolves outside the lock, updates record the names
+	// they touched; the rebuild re-resolves those after its swap, so no
+	// update is lost to it.
+	rebuilding bool
+	touched    map[string]bool
 }
+
+// errNotPublished: the tool's executable was published before its
+// metadata; it is not a tool yet.
+var errNotPublished = errors.New("its metadata has not been published yet")
 
 // entry is one published tool as this host sees it.
 type entry struct {
@@ -38,6 +52,10 @@ func newCatalog(h registry.Host, self string) *catalog {
 
 func (c *catalog) resolve(t *raftfsm.Tool) *entry {
 	e := &entry{tool: t, variant: -1}
+	if !t.Published() {
+		e.err = errNotPublished
+		return e
+	}
 	m, _, err := registry.ParseMeta(t.Meta)
 	if err != nil {
 		e.err = err
@@ -50,22 +68,43 @@ func (c *catalog) resolve(t *raftfsm.Tool) *entry {
 
 // rebuild re-resolves every tool (after a restore, and periodically: a
 // binary may have been installed since). It reports whether anything
-// became visible or hidden.
-func (c *catalog) rebuild(tools []*raftfsm.Tool) bool {
+// became visible or hidden. Updates may run meanwhile.
+func (c *catalog) rebuild(list func() []*raftfsm.Tool, lookup func(string) (*raftfsm.Tool, bool)) bool {
+	c.rebuildMu.Lock()
+	defer c.rebuildMu.Unlock()
+	c.mu.Lock()
+	c.rebuilding, c.touched = true, map[string]bool{}
+	c.mu.Unlock()
+	// Listed only now: an update before this point is in the list, one
+	// after it is in touched.
+	tools := list()
 	entries := make(map[string]*entry, len(tools))
+	nvisible := 0
 	for _, t := range tools {
-		entries[t.Name] = c.resolve(t)
+		e := c.resolve(t)
+		entries[t.Name] = e
+		if e.visible {
+			nvisible++
+		}
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	changed := len(entries) != len(c.entries)
 	for name, e := range entries {
 		if old, ok := c.entries[name]; !ok || old.visible != e.visible || old.variant != e.variant {
 			changed = true
 		}
 	}
-	c.entries = entries
+	c.entries, c.nvisible = entries, nvisible
 	c.dirty = true
+	touched := make([]string, 0, len(c.touched))
+	for name := range c.touched {
+		touched = append(touched, name)
+	}
+	c.rebuilding, c.touched = false, nil
+	c.mu.Unlock()
+	if len(touched) > 0 {
+		c.update(touched, lookup)
+	}
 	return changed
 }
 
@@ -82,10 +121,19 @@ func (c *catalog) update(names []string, lookup func(string) (*raftfsm.Tool, boo
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for name, e := range fresh {
+		if old, ok := c.entries[name]; ok && old.visible {
+			c.nvisible--
+		}
 		if e == nil {
 			delete(c.entries, name)
 		} else {
 			c.entries[name] = e
+			if e.visible {
+				c.nvisible++
+			}
+		}
+		if c.rebuilding {
+			c.touched[name] = true
 		}
 	}
 	c.dirty = true
@@ -123,5 +171,23 @@ func (c *catalog) visible() []p9.ToolEntry {
 	return c.index
 }
 
+// caps is what this host can run, for gossip: each visible tool and the
+// index of the variant that matched (-1 without variants).
+func (c *catalog) caps() cluster.Caps {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make(cluster.Caps, len(c.entries))
+	for name, e := range c.entries {
+		if e.visible {
+			out[name] = e.variant
+		}
+	}
+	return out
+}
+
 // count is how many tools this host can run.
-func (c *catalog) count() int { return len(c.visible()) }
+func (c *catalog) count() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.nvisible
+}

@@ -84,6 +84,6 @@ func (n *Node) Changed(events []raftfsm.Event) {
 // Restored is the FSM observer for a snapshot restore: everything is
 // re-resolved.
 func (n *Node) Restored() {
-	n.catalog.rebuild(n.fsm.Tools())
+	n.catalog.rebuild(n.fsm.Tools, n.fsm.Tool)
 	kick(n.metaKick)
 }
