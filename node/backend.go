@@ -39,7 +39,7 @@ func (n *Node) ToolNames() []string {
 	tools := n.fsm.Tools()
 	out := make([]string, len(tools))
 	for i, t := range tools {
-		out[i] = t.Name
+		out[i] = t.Name // with or without metadata yet: t/ lists what it has
 	}
 	return out
 }
@@ -47,7 +47,7 @@ func (n *Node) ToolNames() []string {
 // ToolMeta returns a tool's metadata as published.
 func (n *Node) ToolMeta(name string) ([]byte, bool) {
 	t, ok := n.fsm.Tool(name)
-	if !ok {
+	if !ok || !t.Published() {
 		return nil, false
 	}
 	return t.Meta, true
@@ -75,6 +75,10 @@ func (n *Node) docMeta(name string) (registry.Meta, error) {
 	if e.visible {
 		return e.resolved, nil
 	}
+	// The host that will run it: its variant, as it reported it.
+	if others := n.capableNodes(name); len(others) > 0 {
+		return e.meta.WithVariant(others[0].Variant), nil
+	}
 	return *e.meta, nil
 }
 
@@ -95,6 +99,13 @@ func (n *Node) ToolDoc(name string) (string, error) {
 	}
 	if len(m.Args) > 0 {
 		fmt.Fprintf(&b, "\nArguments (JSON Schema): %s\n", compactJSON(m.Args))
+	}
+	if t, ok := n.fsm.Tool(name); ok {
+		how := "from its tools directory"
+		if t.Origin == raftfsm.Origin9P {
+			how = "through 9P"
+		}
+		fmt.Fprintf(&b, "\nPublished by %s, %s.\n", t.Owner, how)
 	}
 	return b.String(), nil
 }
@@ -206,17 +217,20 @@ func (n *Node) Members() string {
 	return b.String()
 }
 
-// Where lists the nodes that can run a tool.
+// Where lists the nodes that can run a tool, one a line.
 func (n *Node) Where(tool string) (string, error) {
 	tool = strings.TrimSpace(tool)
-	e, ok := n.catalog.get(tool)
-	if !ok {
+	if t, ok := n.fsm.Tool(tool); !ok || !t.Published() {
 		return "", fmt.Errorf("no tool %q in the cluster", tool)
 	}
-	if !e.visible {
-		return "", fmt.Errorf("no node can run tool %q: its variants match no host", tool)
+	var b strings.Builder
+	for _, c := range n.capableNodes(tool) {
+		b.WriteString(c.Node + "\n")
 	}
-	return n.cfg.Name + "\n", nil
+	if b.Len() == 0 {
+		return "", fmt.Errorf("no live node can run tool %q: its variants match no host in the cluster", tool)
+	}
+	return b.String(), nil
 }
 
 // Sessions lists the sessions.
@@ -356,13 +370,19 @@ func (n *Node) Unload(session, agent string, names []string) error {
 func (n *Node) ToolsAll() string {
 	var b strings.Builder
 	for _, t := range n.fsm.Tools() {
+		if !t.Published() {
+			continue
+		}
 		desc, where := "", "-"
-		if e, ok := n.catalog.get(t.Name); ok {
-			if e.visible {
-				desc, where = e.resolved.Description, n.cfg.Name
-			} else if e.meta != nil {
-				desc = e.meta.Description
-			}
+		if m, err := n.docMeta(t.Name); err == nil {
+			desc = m.Description
+		}
+		var names []string
+		for _, c := range n.capableNodes(t.Name) {
+			names = append(names, c.Node)
+		}
+		if len(names) > 0 {
+			where = strings.Join(names, ",")
 		}
 		fmt.Fprintf(&b, "%s\t%s\t%s\n", t.Name, oneLine(desc), where)
 	}
@@ -408,7 +428,8 @@ func (n *Node) Preamble(session, agent string) (string, error) {
 	return b.String(), nil
 }
 
-// Call runs a tool (or a built-in) for an agent.
+// Call runs a tool (or a built-in) for an agent: here when this host can
+// run it, else on a capable node (see route.go).
 func (n *Node) Call(ctx context.Context, session, agent, tool string, args []byte) ([]byte, error) {
 	a, err := n.agent(session, agent)
 	if err != nil {
@@ -425,7 +446,7 @@ func (n *Node) Call(ctx context.Context, session, agent, tool string, args []byt
 		return n.callBuiltin(session, agent, tool, obj)
 	}
 	if !a.IsLoaded(tool) {
-		if _, known := n.fsm.Tool(tool); !known {
+		if t, known := n.fsm.Tool(tool); !known || !t.Published() {
 			return nil, fmt.Errorf("no tool %q in the cluster", tool)
 		}
 		return nil, fmt.Errorf("tool %q is not loaded by agent %q: load it first with tool_load {\"name\":%q}", tool, agent, tool)
@@ -434,12 +455,14 @@ func (n *Node) Call(ctx context.Context, session, agent, tool string, args []byt
 	if !ok {
 		return nil, fmt.Errorf("no tool %q in the cluster", tool)
 	}
-	if e.err != nil {
-		return nil, fmt.Errorf("tool %q has metadata this node cannot read: %v", tool, e.err)
+	if e.visible {
+		return n.runHere(ctx, session, agent, e, args)
 	}
-	if !e.visible {
-		return nil, fmt.Errorf("no node can run tool %q: its variants match no host in the cluster", tool)
-	}
+	return n.callElsewhere(ctx, session, agent, tool, args)
+}
+
+// runHere runs a tool this host can run.
+func (n *Node) runHere(ctx context.Context, session, agent string, e *entry, args []byte) ([]byte, error) {
 	exec, err := n.ownExecutable(e.tool)
 	if err != nil {
 		return nil, err
@@ -450,7 +473,7 @@ func (n *Node) Call(ctx context.Context, session, agent, tool string, args []byt
 	}
 	meta := e.resolved
 	return n.runner.Run(ctx, registry.Invocation{
-		Tool: tool, Meta: &meta, Exec: exec, Args: args,
+		Tool: e.tool.Name, Meta: &meta, Exec: exec, Args: args,
 		Session: session, Agent: agent, Cwd: cwd,
 	})
 }
@@ -459,7 +482,7 @@ func (n *Node) Call(ctx context.Context, session, agent, tool string, args []byt
 // tools directory when this node published it, else the published
 // executable materialised in the data directory, else none.
 func (n *Node) ownExecutable(t *raftfsm.Tool) (string, error) {
-	if t.Owner == n.cfg.Name && n.cfg.ToolsDir != "" {
+	if t.Owner == n.cfg.Name && t.Origin == raftfsm.OriginDir && n.cfg.ToolsDir != "" {
 		p := filepath.Join(n.cfg.ToolsDir, t.Name)
 		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
 			return p, nil

@@ -83,6 +83,8 @@ func (n *Node) ServeClusterConn(c net.Conn) {
 		}
 	case b[0] == protoForward:
 		n.serveForward(c)
+	case b[0] == protoCall:
+		n.serveCall(c)
 	default:
 		n.logger.Printf("cluster port: %s sent unknown protocol byte %#x; closing", c.RemoteAddr(), b[0])
 		c.Close()

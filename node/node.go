@@ -48,6 +48,7 @@ type Node struct {
 	mux       *mux        // nil when Config.RaftTransport is given
 	tls       *clusterTLS // nil: plain TCP
 	fwd       fwdPool
+	route     router
 	gossip    *cluster.Cluster
 	p9        *p9.Server
 	p9ln      net.Listener
@@ -118,9 +119,10 @@ func New(cfg Config) (n *Node, err error) {
 	if err := n.waitLeader(applyTimeout); err != nil {
 		return nil, err
 	}
-	n.catalog.rebuild(n.fsm.Tools())
+	n.catalog.rebuild(n.fsm.Tools, n.fsm.Tool)
 	n.startPublisher()
 	n.startResolver()
+	n.gossip.SetCapabilities(n.catalog.caps())
 	n.wg.Add(1)
 	go n.advertise()
 	n.startP9()
@@ -343,15 +345,19 @@ func kick(ch chan struct{}) {
 	}
 }
 
-// advertise keeps this node's gossip meta current (its tool count
-// changes as tools are published and variants re-resolved).
+// advertise keeps what this node gossips current (what it can run, its
+// tool count) as tools are published and variants re-resolved, and writes
+// newly published executables into the data directory.
 func (n *Node) advertise() {
 	defer n.wg.Done()
+	var swept uint64
 	for {
 		select {
 		case <-n.ctx.Done():
 			return
 		case <-n.metaKick:
+			swept = n.materialiseSince(swept)
+			n.gossip.SetCapabilities(n.catalog.caps())
 			if err := n.gossip.SetMeta(n.meta()); err != nil {
 				n.logger.Printf("gossip: advertising this node: %v", err)
 			}
@@ -459,6 +465,9 @@ func (n *Node) apply(t raftfsm.CommandType, body any) (raftfsm.Result, error) {
 			return r, err
 		}
 		if time.Now().After(deadline) {
+			if errors.Is(err, ErrNoLeader) {
+				return raftfsm.Result{}, err
+			}
 			return raftfsm.Result{}, fmt.Errorf("%w (%v)", ErrNoLeader, err)
 		}
 		select {

@@ -123,7 +123,7 @@ func (n *Node) startResolver() {
 			case <-n.ctx.Done():
 				return
 			case <-t.C:
-				if n.catalog.rebuild(n.fsm.Tools()) {
+				if n.catalog.rebuild(n.fsm.Tools, n.fsm.Tool) {
 					kick(n.metaKick)
 					n.logger.Printf("re-resolved variants: this host now runs %d tools", n.catalog.count())
 				}
@@ -194,7 +194,7 @@ func (n *Node) syncTools() bool {
 			spec.ExecHash, exe = n.execHash(dt.Exec)
 		}
 		cur, ok := n.fsm.Tool(name)
-		if ok && cur.Owner == n.cfg.Name && bytes.Equal(cur.Meta, dt.Meta) && cur.ExecHash == spec.ExecHash {
+		if ok && cur.Owner == n.cfg.Name && cur.Origin == raftfsm.OriginDir && bytes.Equal(cur.Meta, dt.Meta) && cur.ExecHash == spec.ExecHash {
 			continue
 		}
 		if spec.ExecHash != "" {
@@ -212,13 +212,13 @@ func (n *Node) syncTools() bool {
 	}
 	var gone []string
 	for _, t := range n.fsm.Tools() {
-		if t.Owner == n.cfg.Name && found[t.Name].Name == "" && !keep[t.Name] {
+		if t.Owner == n.cfg.Name && t.Origin == raftfsm.OriginDir && found[t.Name].Name == "" && !keep[t.Name] {
 			gone = append(gone, t.Name)
 		}
 	}
 	for len(specs) > 0 {
 		k := min(len(specs), publishBatch)
-		cmd := raftfsm.PublishTools{Owner: n.cfg.Name, Time: time.Now().UnixNano(), Tools: specs[:k]}
+		cmd := raftfsm.PublishTools{Owner: n.cfg.Name, Origin: raftfsm.OriginDir, Time: time.Now().UnixNano(), Tools: specs[:k]}
 		if _, err := n.apply(raftfsm.CmdPublishTools, cmd); err != nil {
 			n.logger.Printf("tools: publishing %d tools failed: %v (will retry)", k, err)
 			return false
@@ -226,7 +226,7 @@ func (n *Node) syncTools() bool {
 		specs = specs[k:]
 	}
 	if len(gone) > 0 {
-		if _, err := n.apply(raftfsm.CmdWithdrawTools, raftfsm.WithdrawTools{Owner: n.cfg.Name, Names: gone}); err != nil {
+		if _, err := n.apply(raftfsm.CmdWithdrawTools, raftfsm.WithdrawTools{Owner: n.cfg.Name, Origin: raftfsm.OriginDir, Names: gone}); err != nil {
 			n.logger.Printf("tools: withdrawing %s failed: %v (will retry)", strings.Join(gone, ", "), err)
 			return false
 		}
@@ -282,30 +282,45 @@ func (n *Node) syncProfiles() bool {
 	keep := invalidNames(probs, ".json")
 	var specs []raftfsm.ProfileSpec
 	for name, p := range found {
-		if cur, ok := n.fsm.Profile(name); ok && cur.Owner == n.cfg.Name && bytes.Equal(cur.Data, p.Data) {
+		if cur, ok := n.fsm.Profile(name); ok && cur.Owner == n.cfg.Name && cur.Origin == raftfsm.OriginDir && bytes.Equal(cur.Data, p.Data) {
 			continue
 		}
 		specs = append(specs, raftfsm.ProfileSpec{Name: name, Data: p.Data, AutoLoad: p.Parsed.AutoLoad})
 	}
 	var gone []string
 	for _, p := range n.fsm.Profiles() {
-		if _, ok := found[p.Name]; !ok && p.Owner == n.cfg.Name && !keep[p.Name] {
+		if _, ok := found[p.Name]; !ok && p.Owner == n.cfg.Name && p.Origin == raftfsm.OriginDir && !keep[p.Name] {
 			gone = append(gone, p.Name)
 		}
 	}
 	if len(specs) > 0 {
-		if _, err := n.apply(raftfsm.CmdPublishProfiles, raftfsm.PublishProfiles{Owner: n.cfg.Name, Profiles: specs}); err != nil {
+		if _, err := n.apply(raftfsm.CmdPublishProfiles, raftfsm.PublishProfiles{Owner: n.cfg.Name, Origin: raftfsm.OriginDir, Profiles: specs}); err != nil {
 			n.logger.Printf("agents: publishing profiles failed: %v (will retry)", err)
 			return false
 		}
 	}
 	if len(gone) > 0 {
-		if _, err := n.apply(raftfsm.CmdWithdrawProfiles, raftfsm.WithdrawProfiles{Owner: n.cfg.Name, Names: gone}); err != nil {
+		if _, err := n.apply(raftfsm.CmdWithdrawProfiles, raftfsm.WithdrawProfiles{Owner: n.cfg.Name, Origin: raftfsm.OriginDir, Names: gone}); err != nil {
 			n.logger.Printf("agents: withdrawing profiles failed: %v (will retry)", err)
 			return false
 		}
 	}
 	return true
+}
+
+// materialiseSince writes the executables of tools published after index
+// into the data directory, so they stay callable here whatever happens to
+// their publisher; it returns the index it reached.
+func (n *Node) materialiseSince(index uint64) uint64 {
+	reached := n.fsm.LastIndex()
+	for _, t := range n.fsm.Tools() {
+		if t.Index > index && t.ExecHash != "" {
+			if _, err := n.materialise(t.ExecHash); err != nil {
+				n.logger.Printf("tools: writing the executable of %s: %v", t.Name, err)
+			}
+		}
+	}
+	return reached
 }
 
 // materialise writes a published executable into the data directory

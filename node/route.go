@@ -1,0 +1,213 @@
+package node
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/toolnode/toolnode/cluster"
+)
+
+// A call of a tool this host cannot run goes to an alive node that can
+// (gossip tells which), over the cluster port (protocol byte 'C', one call
+// per connection). The result, the error and the exit status come back as
+// the runner produced them there, with TOOLNODE_NODE naming that host.
+//
+// The caller sends its applied Raft index, and the runner first catches
+// up to it, so a tool loaded a moment ago through the caller is loaded
+// there too. Closing the connection cancels the call (a Tflush on the
+// caller's fid, or the caller's node stopping).
+
+const protoCall byte = 'C'
+
+// callGrace is how long past the call timeout the caller waits for a
+// remote answer before it gives up on that node.
+const callGrace = 3 * time.Second
+
+// badFor is how long a node that failed a call is passed over while
+// another capable node exists.
+const badFor = 10 * time.Second
+
+type callRequest struct {
+	Session string          `json:"session"`
+	Agent   string          `json:"agent"`
+	Tool    string          `json:"tool"`
+	Args    json.RawMessage `json:"args"`
+	Index   uint64          `json:"index"`
+}
+
+type callResponse struct {
+	Out []byte `json:"out,omitempty"`
+	Err string `json:"err,omitempty"`
+}
+
+// router picks the node for a routed call.
+type router struct {
+	next atomic.Uint64 // round-robin among capable nodes
+	mu   sync.Mutex
+	bad  map[string]time.Time // node → passed over until
+}
+
+func (r *router) markBad(node string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.bad == nil {
+		r.bad = map[string]time.Time{}
+	}
+	r.bad[node] = time.Now().Add(badFor)
+}
+
+// order returns the candidates to try, starting at the next in turn, the
+// recently failed ones last.
+func (r *router) order(cands []cluster.Capable) []cluster.Capable {
+	if len(cands) == 0 {
+		return nil
+	}
+	start := int(r.next.Add(1) % uint64(len(cands)))
+	now := time.Now()
+	var good, bad []cluster.Capable
+	r.mu.Lock()
+	for i := range cands {
+		c := cands[(start+i)%len(cands)]
+		if until, ok := r.bad[c.Node]; ok && now.Before(until) {
+			bad = append(bad, c)
+		} else {
+			good = append(good, c)
+		}
+	}
+	r.mu.Unlock()
+	return append(good, bad...)
+}
+
+// capableNodes lists the live nodes that can run tool: this one when its
+// catalog says so, and the others as gossip reports them.
+func (n *Node) capableNodes(tool string) []cluster.Capable {
+	var out []cluster.Capable
+	if e, ok := n.catalog.get(tool); ok && e.visible {
+		out = append(out, cluster.Capable{Node: n.cfg.Name, Variant: e.variant, Meta: n.meta()})
+	}
+	for _, c := range n.gossip.Capable(tool) {
+		if c.Node != n.cfg.Name {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// callElsewhere runs a call on another node that can run the tool.
+func (n *Node) callElsewhere(ctx context.Context, session, agent, tool string, args []byte) ([]byte, error) {
+	var cands []cluster.Capable
+	for _, c := range n.gossip.Capable(tool) {
+		if c.Node != n.cfg.Name && c.Meta.Cluster != "" {
+			cands = append(cands, c)
+		}
+	}
+	if len(cands) == 0 {
+		return nil, fmt.Errorf("no live node can run tool %q: its variants match no host in the cluster", tool)
+	}
+	req := callRequest{Session: session, Agent: agent, Tool: tool, Args: args, Index: n.fsm.LastIndex()}
+	var lastErr error
+	for _, c := range n.route.order(cands) {
+		out, err := n.callOn(ctx, c, req)
+		if err == nil || !errors.Is(err, errUnsent) {
+			return out, err
+		}
+		// It never reached that node: another may do.
+		n.route.markBad(c.Node)
+		lastErr = err
+	}
+	return nil, fmt.Errorf("no node that can run tool %q could be reached: %v", tool, lastErr)
+}
+
+// callOn sends the call to one node and waits for its answer.
+func (n *Node) callOn(ctx context.Context, c cluster.Capable, req callRequest) ([]byte, error) {
+	conn, err := n.dialCluster(c.Meta.Cluster, protoCall, 5*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", errUnsent, c.Node, err)
+	}
+	defer conn.Close()
+	deadline := time.Now().Add(n.cfg.CallTimeout + callGrace)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	conn.SetDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { conn.Close() }) // a flush cancels the call there
+	defer stop()
+	if err := writeMsg(conn, req); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", errUnsent, c.Node, err)
+	}
+	var resp callResponse
+	if err := readMsg(conn, &resp); err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("call of %s on %s cancelled: %w", req.Tool, c.Node, ctx.Err())
+		}
+		n.route.markBad(c.Node)
+		return nil, fmt.Errorf("node %s stopped answering while running %s (it may have failed); the call did not complete: %v", c.Node, req.Tool, err)
+	}
+	if resp.Err != "" {
+		return nil, errors.New(resp.Err)
+	}
+	return resp.Out, nil
+}
+
+// serveCall runs one routed call for another node.
+func (n *Node) serveCall(c net.Conn) {
+	defer c.Close()
+	br := bufio.NewReader(c)
+	var req callRequest
+	c.SetReadDeadline(time.Now().Add(handshakeTimeout))
+	if err := readMsg(br, &req); err != nil {
+		n.logger.Printf("routed call from %s: %v", c.RemoteAddr(), err)
+		return
+	}
+	c.SetReadDeadline(time.Time{})
+	ctx, cancel := context.WithCancel(n.ctx)
+	defer cancel()
+	go func() {
+		// The caller sends nothing more: a read that returns means it
+		// closed the connection, and the call is abandoned.
+		io.Copy(io.Discard, br)
+		cancel()
+	}()
+	resp := callResponse{}
+	out, err := n.runRouted(ctx, req)
+	if err != nil {
+		resp.Err = err.Error()
+	} else {
+		resp.Out = out
+	}
+	c.SetWriteDeadline(time.Now().Add(handshakeTimeout))
+	if err := writeMsg(c, resp); err != nil && ctx.Err() == nil {
+		n.logger.Printf("routed call from %s: answering: %v", c.RemoteAddr(), err)
+	}
+}
+
+// runRouted checks a routed call against this node's state and runs it.
+func (n *Node) runRouted(ctx context.Context, req callRequest) ([]byte, error) {
+	done := make(chan struct{})
+	t := time.AfterFunc(applyTimeout, func() { close(done) })
+	caught := n.fsm.WaitApplied(req.Index, done)
+	t.Stop()
+	if !caught {
+		return nil, fmt.Errorf("node %s has not caught up with the cluster's state; try again", n.cfg.Name)
+	}
+	a, err := n.agent(req.Session, req.Agent)
+	if err != nil {
+		return nil, err
+	}
+	if !a.IsLoaded(req.Tool) {
+		return nil, fmt.Errorf("tool %q is not loaded by agent %q", req.Tool, req.Agent)
+	}
+	e, ok := n.catalog.get(req.Tool)
+	if !ok || !e.visible {
+		return nil, fmt.Errorf("node %s cannot run tool %q any more", n.cfg.Name, req.Tool)
+	}
+	return n.runHere(ctx, req.Session, req.Agent, e, req.Args)
+}
