@@ -27,8 +27,8 @@ type publisher struct {
 	mu       sync.Mutex
 	problems map[string]string // file → reason, as last logged
 	hashes   map[string]hashed // executable path → content hash cache
-	retry    chan struct{}     // a sync failed: try again
-	syncing  sync.Mutex        // one sync at a time (held across its writes; the FSM never takes it)
+	tools    chan struct{}     // the tools directory changed
+	profiles chan struct{}     // the agents directory changed
 
 }
 
@@ -41,21 +41,21 @@ type hashed struct {
 func (n *Node) startPublisher() {
 	n.pub.problems = map[string]string{}
 	n.pub.hashes = map[string]hashed{}
-	n.pub.retry = make(chan struct{}, 1)
+	n.pub.tools = make(chan struct{}, 1)
+	n.pub.profiles = make(chan struct{}, 1)
 	// With a leader (a lone node, or a restart into a running cluster) the
 	// first sync is done before 9P opens, so the catalog is complete from
 	// the first read; a joining node syncs once it has been admitted.
+	toolsOK, profilesOK := false, false
 	if addr, _ := n.raft.LeaderWithID(); addr != "" {
-		n.syncAll()
-	} else {
-		kick(n.pub.retry)
+		toolsOK, profilesOK = n.syncTools(), n.syncProfiles()
 	}
 	n.wg.Add(1)
-	go n.retrySyncs()
+	go n.syncer(!toolsOK, !profilesOK)
 	for _, w := range []struct {
 		dir  string
-		sync func() bool
-	}{{n.cfg.ToolsDir, n.syncTools}, {n.cfg.AgentsDir, n.syncProfiles}} {
+		kick chan struct{}
+	}{{n.cfg.ToolsDir, n.pub.tools}, {n.cfg.AgentsDir, n.pub.profiles}} {
 		if w.dir == "" {
 			continue
 		}
@@ -63,13 +63,7 @@ func (n *Node) startPublisher() {
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
-			err := registry.WatchDir(n.ctx, w.dir, n.cfg.Debounce, n.logger.Printf, func() {
-				n.pub.syncing.Lock()
-				defer n.pub.syncing.Unlock()
-				if !w.sync() {
-					kick(n.pub.retry)
-				}
-			})
+			err := registry.WatchDir(n.ctx, w.dir, n.cfg.Debounce, n.logger.Printf, func() { kick(w.kick) })
 			if err != nil && n.ctx.Err() == nil {
 				n.logger.Printf("watching %s stopped: %v", w.dir, err)
 			}
@@ -77,33 +71,37 @@ func (n *Node) startPublisher() {
 	}
 }
 
-// syncAll publishes both directories; a failure schedules a retry.
-func (n *Node) syncAll() {
-	n.pub.syncing.Lock()
-	defer n.pub.syncing.Unlock()
-	ok := n.syncTools()
-	if !n.syncProfiles() || !ok {
-		kick(n.pub.retry)
-	}
-}
-
-// retrySyncs re-runs a sync that failed (no leader yet, a leader change)
-// until it succeeds: a directory that does not change again must still
-// reach the cluster.
-func (n *Node) retrySyncs() {
+// syncer is the one goroutine that publishes the node's directories:
+// when a watcher says one changed, and again after a pause while a sync
+// fails (no leader yet, a leader change), so a directory that does not
+// change again still reaches the cluster. Being one goroutine, it needs
+// no lock across its writes.
+func (n *Node) syncer(toolsDue, profilesDue bool) {
 	defer n.wg.Done()
+	var retry <-chan time.Time
 	for {
-		select {
-		case <-n.ctx.Done():
-			return
-		case <-n.pub.retry:
+		if toolsDue || profilesDue {
+			retry = time.After(retrySyncAfter)
+		} else {
+			retry = nil
 		}
 		select {
 		case <-n.ctx.Done():
 			return
-		case <-time.After(retrySyncAfter):
+		case <-n.pub.tools:
+			toolsDue = !n.syncTools()
+			continue
+		case <-n.pub.profiles:
+			profilesDue = !n.syncProfiles()
+			continue
+		case <-retry:
 		}
-		n.syncAll()
+		if toolsDue {
+			toolsDue = !n.syncTools()
+		}
+		if profilesDue {
+			profilesDue = !n.syncProfiles()
+		}
 	}
 }
 
