@@ -13,7 +13,7 @@
 //   - command resolution and execution: argument validation, the process
 //     group, timeout, output cap, exit status and stderr tail (Runner);
 //   - the Landlock sandbox, applied to a dedicated thread of the node that
-//     starts the tool and then ends (SandboxStatus, startSandboxed).
+//     starts the tool and ends after it (SandboxStatus, startOnThread).
 //
 // Decisions where the design leaves room:
 //

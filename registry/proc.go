@@ -81,13 +81,9 @@ func runProcess(ctx context.Context, p proc) (procResult, error) {
 		Stdin:       inR,
 		Stdout:      outW,
 		Stderr:      errW,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+		SysProcAttr: procAttr(),
 	}
-	if p.rw != nil {
-		err = startSandboxed(cmd, p.rw)
-	} else {
-		err = cmd.Start()
-	}
+	release, err := startOnThread(cmd, p.rw)
 	// The child has its own copies; ours would keep the pipes open.
 	_ = inR.Close()
 	_ = outW.Close()
@@ -96,6 +92,7 @@ func runProcess(ctx context.Context, p proc) (procResult, error) {
 		closeAll()
 		return res, err
 	}
+	defer release()
 	pid := cmd.Process.Pid
 
 	var pipes sync.WaitGroup

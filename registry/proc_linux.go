@@ -5,6 +5,7 @@ package registry
 import (
 	"errors"
 	"os/exec"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -24,4 +25,12 @@ func waitLeader(cmd *exec.Cmd) {
 			return
 		}
 	}
+}
+
+// procAttr puts the tool in a process group of its own, so a timeout can
+// kill all of it, and has the kernel kill it if the thread that started
+// it ends: that thread lives until the tool is reaped, unless the node
+// dies first.
+func procAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }

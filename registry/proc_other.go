@@ -2,7 +2,10 @@
 
 package registry
 
-import "os/exec"
+import (
+	"os/exec"
+	"syscall"
+)
 
 // waitReaps tells whether waitLeader reaps the process (then cmd.Wait
 // must not be called again).
@@ -12,3 +15,6 @@ const waitReaps = true
 func waitLeader(cmd *exec.Cmd) {
 	_ = cmd.Wait() // the status is read from ProcessState
 }
+
+// procAttr puts the tool in a process group of its own.
+func procAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }

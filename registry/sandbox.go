@@ -5,28 +5,46 @@ import (
 	"runtime"
 )
 
-// startSandboxed starts cmd confined by Landlock: read and execute
-// everywhere, write only under rw and to a few character devices.
+// startOnThread starts cmd from an OS thread of its own, locked to a
+// goroutine that lives until release is called, once the tool has been
+// reaped. With rw non-nil the tool is confined by Landlock: read and
+// execute everywhere, write only under rw and to a few character devices.
 //
 // Landlock confines a thread and everything it starts, and no program can
-// lift it. So the policy is applied to a fresh OS thread of the node, that
-// thread forks and execs the tool (Go forks on the calling thread), and
-// then the thread ends: the goroutine never unlocks it, so the runtime
-// destroys it when the goroutine returns and no other goroutine ever runs
-// confined. Nothing but the tool is restricted, and no second program
-// starts on the call's path: re-executing the node as a launcher cost
-// about 10 ms a call, most of it the package initialisation of the node
-// binary, where this costs a thread and three system calls.
-func startSandboxed(cmd *exec.Cmd, rw []string) error {
+// lift it. So the policy is applied to that thread, the thread forks and
+// execs the tool (Go forks on the calling thread), and when released the
+// thread ends: the goroutine never unlocks it, so the runtime destroys it
+// and no other goroutine ever runs confined. Nothing but the tool is
+// restricted, and no second program starts on the call's path:
+// re-executing the node as a launcher cost about 10 ms a call, most of it
+// the node binary's package initialisation, where this costs a thread and
+// three system calls.
+//
+// The thread lives as long as the tool for a second reason: the tool gets
+// its parent-death signal (SIGKILL, see proc_linux.go) when the thread
+// that started it ends, so a tool never outlives its node, and never dies
+// early because the thread that forked it went away.
+func startOnThread(cmd *exec.Cmd, rw []string) (release func(), err error) {
 	errc := make(chan error, 1)
+	done := make(chan struct{})
 	go func() {
 		runtime.LockOSThread()
-		// No UnlockOSThread: the confined thread must die with this goroutine.
-		if err := restrictThread(rw); err != nil {
+		// No UnlockOSThread: a confined thread must die with this goroutine.
+		if rw != nil {
+			if err := restrictThread(rw); err != nil {
+				errc <- err
+				return
+			}
+		}
+		if err := cmd.Start(); err != nil {
 			errc <- err
 			return
 		}
-		errc <- cmd.Start()
+		errc <- nil
+		<-done
 	}()
-	return <-errc
+	if err := <-errc; err != nil {
+		return nil, err
+	}
+	return func() { close(done) }, nil
 }
