@@ -49,6 +49,9 @@ type Node struct {
 	tls       *clusterTLS // nil: plain TCP
 	fwd       fwdPool
 	route     router
+
+	unreachMu sync.Mutex
+	unreach   map[string]string // node → why the leader keeps it out of Raft
 	gossip    *cluster.Cluster
 	p9        *p9.Server
 	p9ln      net.Listener
@@ -91,10 +94,10 @@ func New(cfg Config) (n *Node, err error) {
 	}
 	n.catalog = newCatalog(host, cfg.Name)
 	n.fsm = raftfsm.New(n)
+	started := n // returns below set n to nil before this runs
 	defer func() {
 		if err != nil {
-			n.Close()
-			n = nil
+			started.Close()
 		}
 	}()
 
@@ -166,6 +169,12 @@ func (n *Node) raftConfig(hl hclog.Logger) *raft.Config {
 	rc.HeartbeatTimeout = 800 * time.Millisecond
 	rc.ElectionTimeout = 800 * time.Millisecond
 	rc.LeaderLeaseTimeout = 400 * time.Millisecond
+	// Followers learn that an entry is committed from the next message the
+	// leader sends; with no other writes that waits for CommitTimeout. A
+	// writer on a follower waits for it (read-your-writes), so keep it short:
+	// 5 ms took one client's writes through a follower from 12/s to ~100/s
+	// for ~15% of a core of heartbeats on an idle three-node cluster.
+	rc.CommitTimeout = 5 * time.Millisecond
 	rc.SnapshotThreshold = 4096
 	rc.TrailingLogs = 4096
 	return rc
@@ -395,9 +404,15 @@ func (n *Node) loadPeers() []string {
 	return addrs
 }
 
-// waitLeader polls until the cluster has a leader or d passes. A node
-// that is joining serves reads meanwhile; writes wait for a leader.
+// waitLeader, on a node that is the only voter it knows of (a lone node,
+// fresh or restarted), waits until it has elected itself, so its own
+// directories are published before 9P opens. Any other node starts
+// serving at once: reads meanwhile come from its state, and writes wait
+// for a leader.
 func (n *Node) waitLeader(d time.Duration) error {
+	if !n.loneVoter() {
+		return nil
+	}
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
 		if addr, _ := n.raft.LeaderWithID(); addr != "" {
@@ -409,8 +424,18 @@ func (n *Node) waitLeader(d time.Duration) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	n.logger.Printf("no raft leader yet after %s; serving reads, writes wait for one", d)
-	return nil
+	return fmt.Errorf("raft elected no leader within %s", d)
+}
+
+// loneVoter reports whether this node is the only voter in its Raft
+// configuration.
+func (n *Node) loneVoter() bool {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	servers := f.Configuration().Servers
+	return len(servers) == 1 && string(servers[0].ID) == n.cfg.Name && servers[0].Suffrage == raft.Voter
 }
 
 func (n *Node) startP9Listener() error {

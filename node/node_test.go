@@ -290,3 +290,25 @@ func Test_Node_RestartFromSnapshot(t *testing.T) {
 		t.Fatalf("published executable after restart = %q", got)
 	}
 }
+
+// A start that fails says why and releases what it had opened.
+func Test_Node_FailedStartReturnsError(t *testing.T) {
+	dead := listen(t)
+	addr := dead.Addr().String()
+	dead.Close() // nothing answers there
+	cfg := Config{
+		Name: "n1", DataDir: t.TempDir(), GossipAddr: "127.0.0.1:0", Join: []string{addr},
+		P9Listener: listen(t), ClusterListener: listen(t), LogOutput: testWriter{t},
+	}
+	n, err := New(cfg)
+	if err == nil || n != nil || !strings.Contains(err.Error(), "join "+addr) {
+		t.Fatalf("New with an unreachable -join = %v, %v", n, err)
+	}
+	// The data directory is free again: a node can start on it.
+	cfg.Join, cfg.P9Listener, cfg.ClusterListener = nil, listen(t), listen(t)
+	n, err = New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Close()
+}
