@@ -11,8 +11,11 @@ import (
 
 // reconcileEvery is how often the leader reconciles Raft's configuration
 // with gossip when nothing has changed (membership events trigger it at
-// once).
-const reconcileEvery = 5 * time.Second
+// once); reconcileRetry, how soon after a round that left work undone.
+const (
+	reconcileEvery = 5 * time.Second
+	reconcileRetry = 500 * time.Millisecond
+)
 
 // watchLeadership runs the leader loop while this node leads. It listens
 // on raft.Config.NotifyCh, which, unlike LeaderCh, never drops a change.
@@ -68,21 +71,42 @@ func (n *Node) leaderLoop(ctx context.Context) {
 	if err := n.raft.Barrier(applyTimeout).Error(); err != nil {
 		n.logger.Printf("leader barrier: %v", err)
 	}
-	t := time.NewTicker(reconcileEvery)
-	defer t.Stop()
 	for {
-		n.reconcileMembers()
+		next := reconcileEvery
+		if !n.reconcileMembers() {
+			next = reconcileRetry
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-n.reconcile:
-		case <-t.C:
+		case <-time.After(next):
 		}
 	}
 }
 
+// noteUnreachable logs, once per node and reason, why a node is kept out
+// of Raft, and when it is let in after all.
+func (n *Node) noteUnreachable(name string, err error) {
+	n.unreachMu.Lock()
+	defer n.unreachMu.Unlock()
+	if n.unreach == nil {
+		n.unreach = map[string]string{}
+	}
+	prev, had := n.unreach[name]
+	switch {
+	case err == nil && had:
+		delete(n.unreach, name)
+		n.logger.Printf("reconcile: %s's cluster port answers now", name)
+	case err != nil && prev != err.Error():
+		n.unreach[name] = err.Error()
+		n.logger.Printf("reconcile: keeping %s out of Raft: its cluster port does not answer: %v", name, err)
+	}
+}
+
 // reconcileMembers makes Raft's configuration follow gossip:
-//   - alive nodes not in it are added: as voters while there are fewer
+//   - alive nodes not in it whose cluster port answers (through mutual
+//     TLS when configured) are added: as voters while there are fewer
 //     than Config.Voters, else as non-voters;
 //   - a node whose cluster address changed is re-added at the new one;
 //   - nodes that left are removed;
@@ -91,13 +115,14 @@ func (n *Node) leaderLoop(ctx context.Context) {
 //   - non-voters are promoted while there are fewer voters than wanted.
 //
 // It reads first and changes Raft only where something differs; each
-// change is one configuration entry, and it stops at the first failure
-// (the next round tries again).
-func (n *Node) reconcileMembers() {
+// change is one configuration entry, and it stops at the first failure.
+// It reports whether everything was done; if not, the leader loop tries
+// again soon.
+func (n *Node) reconcileMembers() (done bool) {
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		n.logger.Printf("reconcile: reading the raft configuration: %v", err)
-		return
+		return false
 	}
 	servers := map[string]raft.Server{}
 	voters := 0
@@ -120,6 +145,18 @@ func (n *Node) reconcileMembers() {
 		return true
 	}
 	const wait = 10 * time.Second
+	// A node gets a place in Raft only once its cluster port answers us:
+	// one that cannot talk to the cluster (wrong TLS CA, a firewall) would
+	// count toward the quorum without ever voting.
+	done = true
+	reachable := func(name, addr string) bool {
+		err := n.reachable(addr)
+		n.noteUnreachable(name, err)
+		if err != nil {
+			done = false
+		}
+		return err == nil
+	}
 
 	for name, m := range members {
 		if m.State != "alive" || m.Meta.Cluster == "" || m.Meta.Leaving || name == n.cfg.Name {
@@ -127,23 +164,26 @@ func (n *Node) reconcileMembers() {
 		}
 		s, known := servers[name]
 		addr := raft.ServerAddress(m.Meta.Cluster)
+		if (!known || s.Address != addr) && !reachable(name, m.Meta.Cluster) {
+			continue
+		}
 		switch {
 		case !known && voters < n.cfg.Voters:
 			if !change("added "+name+" as a voter", n.raft.AddVoter(raft.ServerID(name), addr, 0, wait)) {
-				return
+				return false
 			}
 			voters++
 		case !known:
 			if !change("added "+name+" as a non-voter", n.raft.AddNonvoter(raft.ServerID(name), addr, 0, wait)) {
-				return
+				return false
 			}
 		case s.Address != addr && s.Suffrage == raft.Voter:
 			if !change("moved "+name+" to "+string(addr), n.raft.AddVoter(s.ID, addr, 0, wait)) {
-				return
+				return false
 			}
 		case s.Address != addr:
 			if !change("moved "+name+" to "+string(addr), n.raft.AddNonvoter(s.ID, addr, 0, wait)) {
-				return
+				return false
 			}
 		}
 	}
@@ -154,7 +194,7 @@ func (n *Node) reconcileMembers() {
 	}
 	var spares []raft.Server // healthy non-voters, in configuration order
 	for _, s := range f.Configuration().Servers {
-		if s.Suffrage != raft.Voter && healthy(string(s.ID)) {
+		if s.Suffrage != raft.Voter && healthy(string(s.ID)) && reachable(string(s.ID), string(s.Address)) {
 			spares = append(spares, s)
 		}
 	}
@@ -167,7 +207,7 @@ func (n *Node) reconcileMembers() {
 		switch {
 		case m.State == "left" || (m.State == "alive" && m.Meta.Leaving):
 			if !change("removed "+name+", which left", n.raft.RemoveServer(s.ID, 0, wait)) {
-				return
+				return false
 			}
 			if s.Suffrage == raft.Voter {
 				voters--
@@ -176,10 +216,10 @@ func (n *Node) reconcileMembers() {
 			p := spares[0]
 			spares = spares[1:]
 			if !change("promoted "+string(p.ID)+" to replace the failed voter "+name, n.raft.AddVoter(p.ID, p.Address, 0, wait)) {
-				return
+				return false
 			}
 			if !change("demoted the failed voter "+name, n.raft.DemoteVoter(s.ID, 0, wait)) {
-				return
+				return false
 			}
 		}
 	}
@@ -187,7 +227,8 @@ func (n *Node) reconcileMembers() {
 		p := spares[0]
 		spares = spares[1:]
 		if !change("promoted "+string(p.ID)+" to voter", n.raft.AddVoter(p.ID, p.Address, 0, wait)) {
-			return
+			return false
 		}
 	}
+	return done
 }

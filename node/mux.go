@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"time"
@@ -17,6 +18,7 @@ import (
 const (
 	protoRaft    byte = 'R' // hashicorp/raft's NetworkTransport
 	protoForward byte = 'F' // writes forwarded to the leader
+	protoPing    byte = 'P' // the leader checks a node's cluster port before admitting it
 )
 
 // handshakeTimeout bounds how long an accepted connection may take to
@@ -85,6 +87,10 @@ func (n *Node) ServeClusterConn(c net.Conn) {
 		n.serveForward(c)
 	case b[0] == protoCall:
 		n.serveCall(c)
+	case b[0] == protoPing:
+		c.SetWriteDeadline(time.Now().Add(handshakeTimeout))
+		c.Write([]byte{protoPing})
+		c.Close()
 	default:
 		n.logger.Printf("cluster port: %s sent unknown protocol byte %#x; closing", c.RemoteAddr(), b[0])
 		c.Close()
@@ -111,6 +117,25 @@ func (n *Node) dialCluster(addr string, proto byte, timeout time.Duration) (net.
 	}
 	c.SetWriteDeadline(time.Time{})
 	return c, nil
+}
+
+// reachable checks that a peer's cluster port answers, through mutual TLS
+// when configured: a node the cluster cannot talk to must not get a vote.
+func (n *Node) reachable(addr string) error {
+	c, err := n.dialCluster(addr, protoPing, 2*time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	var b [1]byte
+	if _, err := io.ReadFull(c, b[:]); err != nil {
+		return fmt.Errorf("no answer from %s: %v", addr, err)
+	}
+	if b[0] != protoPing {
+		return fmt.Errorf("%s answered %#x, not a toolnode cluster port", addr, b[0])
+	}
+	return nil
 }
 
 // muxListener is the net.Listener one protocol sees.

@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"fmt"
+	"github.com/hashicorp/raft"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,11 +44,13 @@ func (n *Node) startPublisher() {
 	n.pub.hashes = map[string]hashed{}
 	n.pub.tools = make(chan struct{}, 1)
 	n.pub.profiles = make(chan struct{}, 1)
-	// With a leader (a lone node, or a restart into a running cluster) the
-	// first sync is done before 9P opens, so the catalog is complete from
-	// the first read; a joining node syncs once it has been admitted.
+	// A node that leads (a lone node) syncs before 9P opens, so its
+	// catalog is complete from the first read. Any other syncs in the
+	// background: its writes wait for the leader, and a leader that backed
+	// off replicating to a node that was down can take seconds to let it
+	// catch up; 9P must not wait for that.
 	toolsOK, profilesOK := false, false
-	if addr, _ := n.raft.LeaderWithID(); addr != "" {
+	if n.raft.State() == raft.Leader {
 		toolsOK, profilesOK = n.syncTools(), n.syncProfiles()
 	}
 	n.wg.Add(1)

@@ -110,7 +110,7 @@ func (n *Node) callElsewhere(ctx context.Context, session, agent, tool string, a
 		}
 	}
 	if len(cands) == 0 {
-		return nil, fmt.Errorf("no live node can run tool %q: its variants match no host in the cluster", tool)
+		return nil, fmt.Errorf("no live node can run tool %q: no live host matches its variants", tool)
 	}
 	req := callRequest{Session: session, Agent: agent, Tool: tool, Args: args, Index: n.fsm.LastIndex()}
 	var lastErr error
