@@ -82,12 +82,14 @@ func serve(args []string) error {
 	logger := log.New(os.Stderr, "", log.LstdFlags)
 	cfg.LogOutput = os.Stderr
 	logger.Printf("toolnode: data %s, tools %s, agents %s", cfg.DataDir, orNone(cfg.ToolsDir), orNone(cfg.AgentsDir))
+	// Signals are caught before the node starts: starting can wait for a
+	// leader, and a SIGTERM then must still stop the node cleanly.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	n, err := node.New(cfg)
 	if err != nil {
 		return err
 	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	s := <-sig
 	logger.Printf("toolnode: %v: shutting down", s)
 	signal.Stop(sig)
