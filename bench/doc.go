@@ -1,0 +1,24 @@
+// Package bench holds toolnode's cluster benchmarks: real node processes
+// (the toolnode binary, built once per test binary) on loopback, driven
+// over 9P by an independent client (9fans.net/go/plan9/client), beside a
+// three-member etcd cluster on the same machine as the baseline.
+//
+//   - BenchmarkClusterWrites: tool_load/tool_unload writes per second
+//     through agent ctl files on a three-node cluster with 1, 16 and 64
+//     concurrent clients, each with its own 9P connection and agent,
+//     spread round-robin over the nodes starting at the leader; and the
+//     same number of puts/deletes per second through etcd's v3 JSON
+//     gateway, spread over its members the same way; and one client
+//     alone on a follower. Every write is one acknowledged, fsync'd Raft
+//     commit on both sides.
+//   - BenchmarkFailover: SIGKILL the leader of a three-node cluster and
+//     time the first write a survivor accepts.
+//   - BenchmarkJoinToVoter: start a third node with -join beside a
+//     two-node cluster and time until the leader lists it as a voter.
+//
+// The package has no code outside its tests; "go test ./bench/" without
+// -bench runs only quick unit tests of the helpers. The etcd baseline
+// needs an etcd binary in $PATH (Debian: apt-get install etcd-server) and
+// is skipped, saying so, without one. See BENCHMARKS.md for the command
+// and the figures.
+package bench
