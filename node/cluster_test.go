@@ -14,9 +14,16 @@ import (
 // it bootstraps).
 func startMember(t testing.TB, name, root string, join ...string) *Node {
 	t.Helper()
+	return startMemberAt(t, name, root, "127.0.0.1:0", join...)
+}
+
+// startMemberAt is startMember with a given gossip address (a node that
+// restarts finds its peers again at the addresses it last knew).
+func startMemberAt(t testing.TB, name, root, gossip string, join ...string) *Node {
+	t.Helper()
 	cfg := Config{
 		Name: name, DataDir: filepath.Join(root, name),
-		GossipAddr: "127.0.0.1:0", Join: join,
+		GossipAddr: gossip, Join: join,
 		P9Listener: listen(t), ClusterListener: listen(t),
 		LogOutput: testWriter{t},
 	}
@@ -98,4 +105,64 @@ func Test_Cluster_ThreeNodesForwardingFailover(t *testing.T) {
 		return fmt.Sprint(voters(leaderOf(rest...))) == fmt.Sprint([]string{rest[0].Name(), rest[1].Name()}) ||
 			len(voters(leaderOf(rest...))) == 2
 	})
+}
+
+// Every node of the cluster stops (each leaving in turn, as on SIGTERM)
+// and starts again on its data directory: nothing acknowledged is lost,
+// and the nodes form one cluster again without -join.
+func Test_Cluster_WholeClusterRestart(t *testing.T) {
+	root := t.TempDir()
+	gossip := map[string]string{}
+	for _, name := range []string{"n1", "n2", "n3"} {
+		l := listen(t) // a free port, for gossip's TCP and UDP
+		gossip[name] = l.Addr().String()
+		l.Close()
+	}
+	n1 := startMemberAt(t, "n1", root, gossip["n1"])
+	n2 := startMemberAt(t, "n2", root, gossip["n2"], gossip["n1"])
+	n3 := startMemberAt(t, "n3", root, gossip["n3"], gossip["n1"])
+	waitFor(t, "three voters", 10*time.Second, func() bool { return len(voters(n1)) == 3 })
+	var acked []string
+	for i, n := range []*Node{n1, n2, n3, n2, n3} {
+		f := mount(t, n.P9Addr())
+		name := fmt.Sprintf("w%d", i)
+		mustAsk(t, f, "session/new", "name="+name)
+		acked = append(acked, name)
+	}
+	// The leader last, so the others are removed while it leads.
+	order := []*Node{}
+	for _, n := range []*Node{n1, n2, n3} {
+		if n.raft.State() != raft.Leader {
+			order = append(order, n)
+		}
+	}
+	order = append(order, leaderOf(n1, n2, n3))
+	for _, n := range order {
+		n.Close()
+	}
+
+	again := []*Node{
+		startMemberAt(t, "n1", root, gossip["n1"]),
+		startMemberAt(t, "n2", root, gossip["n2"]),
+		startMemberAt(t, "n3", root, gossip["n3"]),
+	}
+	waitFor(t, "one leader and three voters again", 20*time.Second, func() bool {
+		l := leaderOf(again...)
+		return l != nil && len(voters(l)) == 3
+	})
+	for _, n := range again {
+		f := mount(t, n.P9Addr())
+		waitFor(t, n.Name()+" to have every acknowledged write", 10*time.Second, func() bool {
+			idx := readFile(t, f, "session/idx")
+			for _, w := range acked {
+				if !strings.Contains(idx, w+"\n") {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	// And the cluster takes writes.
+	f := mount(t, again[1].P9Addr())
+	mustAsk(t, f, "session/new", "name=after")
 }
