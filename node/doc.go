@@ -3,11 +3,17 @@
 // gossip membership (cluster), the host-local catalog and execution
 // (registry) and the 9P tree (p9), and owns their start and stop order.
 //
-// The node implements p9.Backend: every write becomes a Raft command,
-// every read is served from this node's FSM and its own view of which
-// tools this host can run. The node also publishes the tools and agent
-// profiles of its own directories, watched with fsnotify, into the
-// replicated state.
+// The node implements p9.Backend: every write becomes a Raft command
+// (forwarded to the leader from a follower, forward.go), every read is
+// served from this node's FSM and its own view of which tools this host
+// can run (catalog.go). It publishes the tools and agent profiles of its
+// own directories (publish.go) and of writes into t/ and a/
+// (publish9p.go); on the leader it keeps Raft's membership in step with
+// gossip (leader.go); it runs a call here when this host can, else on a
+// node that can (route.go). The cluster port carries Raft, forwarded
+// writes, routed calls and the leader's reachability check, told apart by
+// their first byte (mux.go), under mutual TLS when configured
+// (tlsconfig.go).
 //
 // Only node sees every other package; the others stay ignorant of each
 // other (registry ← raftfsm; p9 and cluster stand alone).
