@@ -66,7 +66,8 @@
 //
 // Session names "new" and "idx" and an agent named "new" are shadowed by
 // the fixed files of their directories, and a tool named "idx" by t/idx;
-// the Backend should refuse them.
+// the Backend should refuse them. Unfinished uploads into t/ and a/ hold
+// at most Options.MaxUploadBytes on the whole server.
 //
 // # Publishing through t/ and a/
 //

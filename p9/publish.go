@@ -141,6 +141,7 @@ func (s *Server) openUpload(n *node, trunc bool) *upload {
 	}
 	if !trunc {
 		u.buf = slices.Clone(cur)
+		s.uploadBytes.Add(int64(len(u.buf)))
 	}
 	return u
 }
@@ -264,8 +265,13 @@ func (u *upload) write(_ *req, off uint64, data []byte) (int, error) {
 		saved = slices.Clone(u.buf[off:min(int(off)+len(data), oldLen)])
 	}
 	end := int(off) + len(data)
-	if end > len(u.buf) {
-		u.buf = append(u.buf, make([]byte, end-len(u.buf))...)
+	if grow := end - len(u.buf); grow > 0 {
+		if held := u.s.uploadBytes.Add(int64(grow)); held > u.s.opt.MaxUploadBytes {
+			u.s.uploadBytes.Add(-int64(grow))
+			u.failed = true // what it leaves is not what its writer meant
+			return 0, fmt.Errorf("this node already holds %d bytes of unfinished uploads, its limit: try again when others have closed", held-int64(grow))
+		}
+		u.buf = append(u.buf, make([]byte, grow)...)
 	}
 	copy(u.buf[off:], data)
 
@@ -273,6 +279,7 @@ func (u *upload) write(_ *req, off uint64, data []byte) (int, error) {
 		if doc, ok := wholeJSON(u.buf); ok && !bytes.Equal(doc, u.sent) {
 			if err := u.publishJSON(doc); err != nil {
 				copy(u.buf[off:], saved)
+				u.s.uploadBytes.Add(-int64(len(u.buf) - oldLen))
 				u.buf = u.buf[:oldLen]
 				u.failed = true
 				return 0, err
@@ -317,6 +324,7 @@ func (u *upload) truncate() {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if !u.closed {
+		u.s.uploadBytes.Add(-int64(len(u.buf)))
 		u.buf = u.buf[:0]
 	}
 }
@@ -334,6 +342,7 @@ func (u *upload) commit() error {
 	u.closed = true
 	buf := u.buf
 	u.buf = nil
+	u.s.uploadBytes.Add(-int64(len(buf)))
 	if !u.wrote || u.failed {
 		return nil
 	}
@@ -356,6 +365,7 @@ func (u *upload) commit() error {
 func (u *upload) close() {
 	u.mu.Lock()
 	u.closed = true
+	u.s.uploadBytes.Add(-int64(len(u.buf)))
 	u.buf = nil
 	u.mu.Unlock()
 	u.s.dropPending(u)

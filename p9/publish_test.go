@@ -699,3 +699,29 @@ func TestPublish_ConcurrentWriters(t *testing.T) {
 		t.Fatalf("%d publishes; want %d", got, n)
 	}
 }
+
+// All unfinished uploads together are bounded: past the limit a write
+// fails and says so; once another upload closes, writes go through again.
+func TestPublish_UploadMemoryBounded(t *testing.T) {
+	_, addr := startServer(t, newFake(), Options{MaxUploadBytes: 1000})
+	fs := mount(t, addr)
+	a, err := fs.Create("t/big1", plan9.OWRITE, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Write(make([]byte, 800)); err != nil {
+		t.Fatal(err)
+	}
+	b, err := fs.Create("t/big2", plan9.OWRITE, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Write(make([]byte, 300)); err == nil || !strings.Contains(err.Error(), "unfinished uploads") {
+		t.Fatalf("a write past the node's upload limit: %v", err)
+	}
+	a.Close()
+	if _, err := b.Write(make([]byte, 300)); err != nil {
+		t.Fatalf("after the other upload closed: %v", err)
+	}
+	b.Close()
+}

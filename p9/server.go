@@ -30,6 +30,10 @@ type Options struct {
 	// 1024); one more is closed at once with a log line, so a flood of
 	// connections cannot exhaust the node's memory or descriptors.
 	MaxConns int
+	// MaxUploadBytes bounds the memory all unfinished uploads into t/ and
+	// a/ may hold together (default 256 MiB); a write past it fails, and
+	// its writer is told to try again.
+	MaxUploadBytes int64
 	// EventWait is how long a read of events waits for an event before
 	// it returns 0 bytes (default 5s).
 	EventWait time.Duration
@@ -52,7 +56,8 @@ type Server struct {
 	conns     map[*conn]struct{}
 	wg        sync.WaitGroup // connection goroutines
 
-	handles atomic.Int64 // per-fid handles open now, on all connections
+	handles     atomic.Int64 // per-fid handles open now, on all connections
+	uploadBytes atomic.Int64 // bytes held by unfinished uploads, on all connections
 
 	// pending holds the uploads open for writing, by tree path, on every
 	// connection: a file created and not yet published can be walked to.
@@ -80,6 +85,9 @@ func NewServer(b Backend, opt Options) *Server {
 	}
 	if opt.MaxConns <= 0 {
 		opt.MaxConns = 1024
+	}
+	if opt.MaxUploadBytes <= 0 {
+		opt.MaxUploadBytes = 256 << 20
 	}
 	if opt.EventWait <= 0 {
 		opt.EventWait = 5 * time.Second
