@@ -3,12 +3,13 @@ package node
 import (
 	"bytes"
 	"fmt"
-	"github.com/hashicorp/raft"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/toolnode/toolnode/raftfsm"
 	"github.com/toolnode/toolnode/registry"
@@ -23,14 +24,13 @@ const MaxExecutable = 16 << 20
 const publishBatch = 512
 
 // publisher keeps the replicated catalog in step with this node's tools
-// and agents directories. Only one sync runs at a time.
+// and agents directories; the syncer goroutine does every sync.
 type publisher struct {
 	mu       sync.Mutex
 	problems map[string]string // file → reason, as last logged
 	hashes   map[string]hashed // executable path → content hash cache
 	tools    chan struct{}     // the tools directory changed
 	profiles chan struct{}     // the agents directory changed
-
 }
 
 type hashed struct {
@@ -133,8 +133,8 @@ func (n *Node) startResolver() {
 	}()
 }
 
-// logProblems logs each invalid file once per distinct reason.
-func (n *Node) logProblems(kind string, probs []registry.Problem) map[string]bool {
+// logProblems logs each invalid file of dir once per distinct reason.
+func (n *Node) logProblems(kind, dir string, probs []registry.Problem) {
 	present := map[string]bool{}
 	n.pub.mu.Lock()
 	defer n.pub.mu.Unlock()
@@ -147,18 +147,10 @@ func (n *Node) logProblems(kind string, probs []registry.Problem) map[string]boo
 		}
 	}
 	for f := range n.pub.problems {
-		if filepath.Dir(f) == dirOf(kind, n) && !present[f] {
+		if filepath.Dir(f) == dir && !present[f] {
 			delete(n.pub.problems, f)
 		}
 	}
-	return present
-}
-
-func dirOf(kind string, n *Node) string {
-	if kind == "tools" {
-		return n.cfg.ToolsDir
-	}
-	return n.cfg.AgentsDir
 }
 
 // invalidNames are the names whose files exist but are invalid: their
@@ -184,7 +176,7 @@ func (n *Node) syncTools() bool {
 		n.logger.Printf("tools: cannot read %s: %v", n.cfg.ToolsDir, err)
 		return true // nothing to retry until the directory changes
 	}
-	n.logProblems("tools", probs)
+	n.logProblems("tools", n.cfg.ToolsDir, probs)
 	keep := invalidNames(probs, ".meta")
 
 	var specs []raftfsm.ToolSpec
@@ -279,7 +271,7 @@ func (n *Node) syncProfiles() bool {
 		n.logger.Printf("agents: cannot read %s: %v", n.cfg.AgentsDir, err)
 		return true
 	}
-	n.logProblems("agents", probs)
+	n.logProblems("agents", n.cfg.AgentsDir, probs)
 	keep := invalidNames(probs, ".json")
 	var specs []raftfsm.ProfileSpec
 	for name, p := range found {
