@@ -23,7 +23,6 @@ import (
 	mrand "math/rand/v2"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -149,30 +148,7 @@ func (n *cnode) joining(to *cnode) *cnode {
 // is killed when the test ends; its log is shown if the test failed.
 func (n *cnode) launch(t *testing.T) *proc {
 	t.Helper()
-	p := &proc{log: &syncBuffer{}, done: make(chan struct{})}
-	args := []string{"-name", n.name, "-data", n.e.data, "-tools", n.e.tools, "-agents", n.e.agents,
-		"-9p", n.e.p9, "-gossip", n.e.gossip, "-cluster", n.e.cluster}
-	p.cmd = exec.Command(binPath, append(args, n.flags...)...)
-	p.cmd.Env = n.e.childEnv()
-	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		p.waitErr = p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			p.cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("log of %s (pid %d):\n%s", n.name, p.cmd.Process.Pid, p.log.String())
-		}
-	})
+	p := n.e.spawn(t, n.name, n.e.childEnv(), n.flags...)
 	n.p = p
 	return p
 }

@@ -215,15 +215,19 @@ type proc struct {
 	waitErr error
 }
 
-// start runs a node on e and waits until its 9P port answers.
-func (e *env) start(t *testing.T) *proc {
+// spawn starts the binary as node name on e's directories and ports, with
+// extra flags and environ as its environment, without waiting for it. The
+// process is killed at the end of the test, and its log shown if the test
+// failed.
+func (e *env) spawn(t *testing.T, name string, environ []string, extra ...string) *proc {
 	t.Helper()
 	p := &proc{log: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(binPath,
-		"-name", "e2e", "-data", e.data, "-tools", e.tools, "-agents", e.agents,
-		"-9p", e.p9, "-gossip", e.gossip, "-cluster", e.cluster)
-	p.cmd.Env = e.childEnv()
+	args := []string{"-name", name, "-data", e.data, "-tools", e.tools, "-agents", e.agents,
+		"-9p", e.p9, "-gossip", e.gossip, "-cluster", e.cluster}
+	p.cmd = exec.Command(binPath, append(args, extra...)...)
+	p.cmd.Env = environ
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	p.cmd.WaitDelay = 5 * time.Second // a leftover child holding the output must not hold us
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -239,9 +243,16 @@ func (e *env) start(t *testing.T) *proc {
 			<-p.done
 		}
 		if t.Failed() {
-			t.Logf("node log:\n%s", p.log.String())
+			t.Logf("log of %s (pid %d):\n%s", name, p.cmd.Process.Pid, p.log.String())
 		}
 	})
+	return p
+}
+
+// start runs a node on e and waits until its 9P port answers.
+func (e *env) start(t *testing.T) *proc {
+	t.Helper()
+	p := e.spawn(t, "e2e", e.childEnv())
 	start := time.Now()
 	deadline := start.Add(60 * time.Second)
 	for {

@@ -73,37 +73,11 @@ func rtEnviron(n *rtNode) []string {
 // without waiting for it.
 func rtLaunch(t *testing.T, n *rtNode, join string) {
 	t.Helper()
-	p := &proc{log: &syncBuffer{}, done: make(chan struct{})}
-	args := []string{
-		"-name", n.name, "-data", n.e.data, "-tools", n.e.tools, "-agents", n.e.agents,
-		"-9p", n.e.p9, "-gossip", n.e.gossip, "-cluster", n.e.cluster,
-	}
+	extra := n.flags
 	if join != "" {
-		args = append(args, "-join", join)
+		extra = append([]string{"-join", join}, n.flags...)
 	}
-	p.cmd = exec.Command(binPath, append(args, n.flags...)...)
-	p.cmd.Env = rtEnviron(n)
-	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	p.cmd.WaitDelay = 5 * time.Second // a leftover child holding the output must not hold us
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		p.waitErr = p.cmd.Wait()
-		close(p.done)
-	}()
-	n.p = p
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			p.cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("log of node %s:\n%s", n.name, p.log.String())
-		}
-	})
+	n.p = n.e.spawn(t, n.name, rtEnviron(n), extra...)
 }
 
 // rtWaitUp waits until the node's 9P port answers.
