@@ -158,14 +158,7 @@ func (r *reader) uvarint() uint64 {
 		return 0
 	}
 	x, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.err = errShort
-		if n < 0 {
-			r.err = errors.New("varint overflows 64 bits")
-		}
-		return 0
-	}
-	r.b = r.b[n:]
+	r.consume(n)
 	return x
 }
 
@@ -174,15 +167,21 @@ func (r *reader) varint() int64 {
 		return 0
 	}
 	x, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.err = errShort
-		if n < 0 {
-			r.err = errors.New("varint overflows 64 bits")
-		}
-		return 0
-	}
-	r.b = r.b[n:]
+	r.consume(n)
 	return x
+}
+
+// consume takes the n bytes a varint decoder read, or records why it
+// could not (n = 0: the message ends; n < 0: the value overflows).
+func (r *reader) consume(n int) {
+	switch {
+	case n == 0:
+		r.err = errShort
+	case n < 0:
+		r.err = errors.New("varint overflows 64 bits")
+	default:
+		r.b = r.b[n:]
+	}
 }
 
 func (r *reader) byte() byte {

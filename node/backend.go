@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/toolnode/toolnode/cluster"
 	"github.com/toolnode/toolnode/p9"
 	"github.com/toolnode/toolnode/raftfsm"
 	"github.com/toolnode/toolnode/registry"
@@ -72,14 +73,20 @@ func (n *Node) docMeta(name string) (registry.Meta, error) {
 	if e.err != nil {
 		return registry.Meta{}, fmt.Errorf("tool %q has metadata this node cannot read: %v", name, e.err)
 	}
-	if e.visible {
-		return e.resolved, nil
+	return docMetaOf(e, n.capableNodes(name)), nil
+}
+
+// docMetaOf is the metadata to document a readable tool by: this host's
+// resolution when it can run it, else the variant of the first capable
+// node (the host that will run it, as it reported it), else the top level.
+func docMetaOf(e *entry, capable []cluster.Capable) registry.Meta {
+	switch {
+	case e.visible:
+		return e.resolved
+	case len(capable) > 0:
+		return e.meta.WithVariant(capable[0].Variant)
 	}
-	// The host that will run it: its variant, as it reported it.
-	if others := n.capableNodes(name); len(others) > 0 {
-		return e.meta.WithVariant(others[0].Variant), nil
-	}
-	return *e.meta, nil
+	return *e.meta
 }
 
 // ToolDoc is a tool's full documentation.
@@ -374,11 +381,12 @@ func (n *Node) ToolsAll() string {
 			continue
 		}
 		desc, where := "", "-"
-		if m, err := n.docMeta(t.Name); err == nil {
-			desc = m.Description
+		capable := n.capableNodes(t.Name)
+		if e, ok := n.catalog.get(t.Name); ok && e.err == nil {
+			desc = docMetaOf(e, capable).Description
 		}
 		var names []string
-		for _, c := range n.capableNodes(t.Name) {
+		for _, c := range capable {
 			names = append(names, c.Node)
 		}
 		if len(names) > 0 {
