@@ -1,0 +1,42 @@
+package p9
+
+import "fmt"
+
+// Role is what a 9P connection may do (DESIGN §7). Each role includes the
+// ones before it.
+type Role uint8
+
+// The roles, weakest first.
+const (
+	RoleNone    Role = iota // nothing: the attach is refused
+	RoleRead                // walk, stat, read t/, a/, tools, events, node, cluster/
+	RoleCall                // sessions, agents, load and unload, calls
+	RolePublish             // create, write and remove in t/ and a/
+	RoleAdmin               // tokens
+)
+
+var roleNames = [...]string{"none", "read", "call", "publish", "admin"}
+
+func (r Role) String() string {
+	if int(r) < len(roleNames) {
+		return roleNames[r]
+	}
+	return fmt.Sprintf("role(%d)", uint8(r))
+}
+
+// ParseRole reads a role's name as String writes it.
+func ParseRole(s string) (Role, error) {
+	for i, n := range roleNames {
+		if n == s {
+			return Role(i), nil
+		}
+	}
+	return RoleNone, fmt.Errorf("invalid role %q: want none, read, call, publish or admin", s)
+}
+
+// Principal is who a connection attached as: the name of the token it
+// presented, or anon@ADDR for an attach without one, and its role.
+type Principal struct {
+	Name string
+	Role Role
+}
