@@ -200,4 +200,14 @@ func Test_Node_FSTest(t *testing.T) {
 	if !slices.Equal(got, []string{"hello", "hello.meta", "idx", "nowhere.meta", "shell.meta", "up", "up.meta", "when.meta"}) {
 		t.Errorf("ls t = %v", got)
 	}
+
+	// rm t/NAME.meta withdraws the whole tool, its executable included.
+	if err := fsys.Remove("t/up.meta"); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"t/up.meta", "t/up"} {
+		if _, err := fsys.Stat(p); err == nil {
+			t.Errorf("stat %s after rm t/up.meta: %v", p, err)
+		}
+	}
 }

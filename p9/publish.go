@@ -249,8 +249,19 @@ func (s *Server) truncatePath(path string, except *upload) int {
 // Options.PendingTTL, start empty: a truncation with no upload open yet.
 func (s *Server) setTrunc(path string) {
 	s.pmu.Lock()
-	s.truncs[path] = time.Now().Add(s.opt.PendingTTL)
-	s.pmu.Unlock()
+	defer s.pmu.Unlock()
+	now := time.Now()
+	if len(s.truncs) >= maxPendingFiles {
+		for p, until := range s.truncs {
+			if now.After(until) {
+				delete(s.truncs, p)
+			}
+		}
+		if len(s.truncs) >= maxPendingFiles {
+			return // the truncation of open uploads has been done; only the next open's is lost
+		}
+	}
+	s.truncs[path] = now.Add(s.opt.PendingTTL)
 }
 
 // takeTrunc reports and consumes a truncation waiting for path.

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -755,4 +756,40 @@ func wantUnpublished(t testing.TB, fs *client.Fsys, path string) {
 	if got := readFile(t, fs, path); got != "" {
 		t.Fatalf("%s = %q; want nothing published", path, got)
 	}
+}
+
+// Files created and never written are bounded: past maxPendingFiles a
+// create fails with a text 9pfuse maps to EAGAIN, and works again once
+// one is removed (the control: the same create, with the table no
+// longer full).
+func TestPublish_PendingFilesBounded(t *testing.T) {
+	b := newFake()
+	_, addr := startServer(t, b, Options{PendingTTL: time.Hour})
+	r := dialRaw(t, addr)
+	r.handshake()
+	create := func(name string) *plan9.Fcall {
+		r.rpcOK(&plan9.Fcall{Type: plan9.Twalk, Tag: 1, Fid: 0, Newfid: 1, Wname: []string{"t"}}, plan9.Rwalk)
+		rx := r.rpc(&plan9.Fcall{Type: plan9.Tcreate, Tag: 1, Fid: 1, Name: name, Perm: 0o666, Mode: plan9.OREAD})
+		r.rpc(&plan9.Fcall{Type: plan9.Tclunk, Tag: 1, Fid: 1})
+		return rx
+	}
+	for i := range maxPendingFiles {
+		if rx := create(fmt.Sprintf("p%d.meta", i)); rx.Type != plan9.Rcreate {
+			t.Fatalf("create %d: %v", i, rx)
+		}
+	}
+	rx := create("one-more.meta")
+	if rx.Type != plan9.Rerror || !strings.Contains(rx.Ename, "temporarily unavailable") || fuseErrno(rx.Ename) != syscall.EAGAIN {
+		t.Fatalf("create past the limit: %v", rx)
+	}
+	// Creating a pending name again is not a new file.
+	if rx := create("p0.meta"); rx.Type != plan9.Rcreate {
+		t.Fatalf("create of a pending name: %v", rx)
+	}
+	r.rpcOK(&plan9.Fcall{Type: plan9.Twalk, Tag: 1, Fid: 0, Newfid: 2, Wname: []string{"t", "p1.meta"}}, plan9.Rwalk)
+	r.rpcOK(&plan9.Fcall{Type: plan9.Tremove, Tag: 1, Fid: 2}, plan9.Rremove)
+	if rx := create("one-more.meta"); rx.Type != plan9.Rcreate {
+		t.Fatalf("create after a remove: %v", rx)
+	}
+	wantLog(t, b)
 }
