@@ -404,9 +404,7 @@ func (u *upload) write(_ *req, off uint64, data []byte) (int, error) {
 		saved = slices.Clone(u.buf[off:min(int(off)+len(data), oldLen)])
 	}
 	end := int(off) + len(data)
-	if int(off) > len(u.buf) {
-		u.gap = true
-	}
+	hadGap := u.gap
 	if grow := end - len(u.buf); grow > 0 {
 		if held := u.s.uploadBytes.Add(int64(grow)); held > u.s.opt.MaxUploadBytes {
 			u.s.uploadBytes.Add(-int64(grow))
@@ -416,11 +414,15 @@ func (u *upload) write(_ *req, off uint64, data []byte) (int, error) {
 		u.buf = append(u.buf, make([]byte, grow)...)
 	}
 	copy(u.buf[off:], data)
+	if int(off) > oldLen {
+		u.gap = true
+	}
 	undo := func() {
 		copy(u.buf[off:], saved)
 		u.s.uploadBytes.Add(-int64(len(u.buf) - oldLen))
 		u.buf = u.buf[:oldLen]
 		u.failed = true
+		u.gap = hadGap
 		u.scan, u.scanned = prefixScanner{}, 0 // scanned again at the next write
 	}
 
@@ -442,8 +444,9 @@ func (u *upload) write(_ *req, off uint64, data []byte) (int, error) {
 
 // checkPrefix checks, after a write at off, that the buffer can still
 // become one whole JSON value; mu is held. A write that continues where
-// the last check ended scans only what it added. A buffer with a hole
-// (zeros a later write may fill) is checked only at the clunk.
+// the last check ended scans only what it added; one that rewrites what
+// was scanned starts the scan over. A buffer with a hole (zeros a later
+// write may fill) is checked only at the clunk.
 func (u *upload) checkPrefix(off int) error {
 	if u.gap {
 		return nil
@@ -451,11 +454,9 @@ func (u *upload) checkPrefix(off int) error {
 	if off < u.scanned {
 		u.scan, u.scanned = prefixScanner{}, 0
 	}
-	saved := u.scan
-	saved.stack = slices.Clone(u.scan.stack)
 	for i := u.scanned; i < len(u.buf); i++ {
 		if !u.scan.step(u.buf[i]) {
-			u.scan = saved
+			// The caller undoes the write, and the scan starts over.
 			return fmt.Errorf("byte %d (%s) cannot continue a JSON value", i+1, quoteByte(u.buf[i]))
 		}
 	}

@@ -793,3 +793,45 @@ func TestPublish_PendingFilesBounded(t *testing.T) {
 	}
 	wantLog(t, b)
 }
+
+// The JSON check follows writes in pieces, rewrites and holes: a valid
+// document written in any order is accepted, and a write that makes the
+// text invalid is refused at once, changing nothing.
+func TestPublish_JSONPrefixCheck(t *testing.T) {
+	b := newFake()
+	_, addr := startServer(t, b, Options{})
+	fs := mount(t, addr)
+
+	fid := create(t, fs, "t/p.meta", 0o644)
+	for _, w := range []struct {
+		off  int64
+		data string
+		ok   bool
+	}{
+		{0, `{"descr`, true},
+		{7, `iption":`, true},
+		{15, `x`, false},   // not a value
+		{15, ` "ok`, true}, // the refused write left nothing
+		{0, `[`, false},    // a rewrite of the start that breaks the object
+		{0, `{`, true},     // one that keeps it
+	} {
+		_, err := fid.WriteAt([]byte(w.data), w.off)
+		if (err == nil) != w.ok {
+			t.Fatalf("write %q at %d: %v", w.data, w.off, err)
+		}
+		if err != nil {
+			wantErr(t, err, "invalid JSON in t/p.meta")
+		}
+	}
+	// A hole: the end written first, then the middle.
+	if _, err := fid.WriteAt([]byte(`"}`), 21); err != nil {
+		t.Fatalf("write past the end: %v", err)
+	}
+	if _, err := fid.WriteAt([]byte(`!!`), 19); err != nil {
+		t.Fatalf("write into the hole: %v", err)
+	}
+	if err := fid.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wantLog(t, b, `meta p {"description": "ok!!"}`)
+}
