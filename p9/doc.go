@@ -130,10 +130,11 @@
 //     error of the Tclunk. A created executable is published 0755 whatever
 //     the perm of the Tcreate; a file opened for writing keeps its
 //     published mode; a chmod (below) sets another.
-//   - A fid that wrote nothing publishes nothing at clunk, and neither does
-//     one with a refused write. Only Tclunk publishes: a Tremove of a fid
-//     open for writing, a Tversion and the end of a connection drop its
-//     buffer.
+//   - A refused write and a failed publish at clunk are logged (Logf)
+//     with the file and the cause. A fid that wrote nothing publishes
+//     nothing at clunk, and neither does one with a refused write. Only
+//     Tclunk publishes: a Tremove of a fid open for writing, a Tversion
+//     and the end of a connection drop its buffer.
 //   - Truncation: a Twstat of length 0 empties the buffer of a fid open
 //     for writing. On a fid of t/ or a/ that is not open it truncates the
 //     path: every open upload of it, on every connection, is emptied, or,

@@ -384,7 +384,18 @@ func (u *upload) read(_ *req, off uint64, count uint32) ([]byte, error) {
 
 var errClosed = errors.New("file is closed")
 
-func (u *upload) write(_ *req, off uint64, data []byte) (int, error) {
+// write takes a write into the buffer; a refused one is logged with its
+// cause, as the client's error may never reach a person (FUSE).
+func (u *upload) write(r *req, off uint64, data []byte) (int, error) {
+	n, err := u.take(off, data)
+	if err != nil && err != errClosed {
+		u.s.opt.Logf("9p: refused a write to %s: %v", u.n.path, err)
+	}
+	return n, err
+}
+
+// take is write without the log.
+func (u *upload) take(off uint64, data []byte) (int, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.closed {
@@ -518,6 +529,15 @@ func (u *upload) size() int {
 // wrote nothing publishes nothing, and so does one with a refused write:
 // its writer was told, and what it leaves is not what it meant to write.
 func (u *upload) commit() error {
+	err := u.publishAtClose()
+	if err != nil {
+		u.s.opt.Logf("9p: nothing published at the close of %s: %v", u.n.path, err)
+	}
+	return err
+}
+
+// publishAtClose is commit without the log.
+func (u *upload) publishAtClose() error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.closed {

@@ -799,7 +799,14 @@ func TestPublish_PendingFilesBounded(t *testing.T) {
 // text invalid is refused at once, changing nothing.
 func TestPublish_JSONPrefixCheck(t *testing.T) {
 	b := newFake()
-	_, addr := startServer(t, b, Options{})
+	var logMu sync.Mutex
+	var logged []string
+	logf := func(format string, args ...any) {
+		logMu.Lock()
+		logged = append(logged, fmt.Sprintf(format, args...))
+		logMu.Unlock()
+	}
+	_, addr := startServer(t, b, Options{Logf: logf})
 	fs := mount(t, addr)
 
 	fid := create(t, fs, "t/p.meta", 0o644)
@@ -834,4 +841,10 @@ func TestPublish_JSONPrefixCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantLog(t, b, `meta p {"description": "ok!!"}`)
+	// Each refusal left a log line naming the file and the cause.
+	logMu.Lock()
+	defer logMu.Unlock()
+	if len(logged) != 2 || !strings.Contains(logged[0], "refused a write to t/p.meta: invalid JSON in t/p.meta: byte 16 ('x')") {
+		t.Fatalf("log = %q", logged)
+	}
 }
