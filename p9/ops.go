@@ -348,21 +348,27 @@ func (c *conn) remove(fc *proto.TRemove) ([]byte, error) {
 		return nil, err
 	}
 	n, b := f.n, c.s.b
+	if isUpload(n.kind) && c.s.forgetPending(n.path) && !c.s.isPublished(n) {
+		// A file created and never published: removing it publishes
+		// nothing (9pfuse removes what it created when a later step fails).
+		m := proto.RRemove{Header: proto.Header{Type: proto.Rremove, Tag: fc.Tag}}
+		return m.Compose(), nil
+	}
 	switch n.kind {
 	case kSession:
-		return nil, fmt.Errorf("cannot remove session %q this way: write \"kill\" to session/%s/ctl", n.sess, n.sess)
+		return nil, fmt.Errorf("permission denied: cannot remove session %q this way: write \"kill\" to session/%s/ctl", n.sess, n.sess)
 	case kAgent:
-		return nil, fmt.Errorf("cannot remove agent %q this way: write \"kill\" to %s/ctl", n.agent, n.path)
+		return nil, fmt.Errorf("permission denied: cannot remove agent %q this way: write \"kill\" to %s/ctl", n.agent, n.path)
 	case kTIdx:
-		return nil, errors.New("cannot remove t/idx: it is the tool index; remove t/NAME.meta to withdraw a tool")
+		return nil, errors.New("permission denied: cannot remove t/idx: it is the tool index; remove t/NAME.meta to withdraw a tool")
 	case kTMeta:
-		err = notFound(b.WithdrawTool(n.arg), "no tool %q in the cluster", n.arg)
+		err = notFound(b.WithdrawTool(n.arg), "file does not exist: no tool %q in the cluster", n.arg)
 	case kTExec:
-		err = notFound(b.RemoveToolExec(n.arg), "tool %q has no published executable", n.arg)
+		err = notFound(b.RemoveToolExec(n.arg), "file does not exist: tool %q has no published executable", n.arg)
 	case kProfile:
-		err = notFound(b.WithdrawProfile(n.arg), "no agent profile %q in the cluster", n.arg)
+		err = notFound(b.WithdrawProfile(n.arg), "file does not exist: no agent profile %q in the cluster", n.arg)
 	default:
-		return nil, fmt.Errorf("cannot remove %s: the files of the tree are fixed", n.path)
+		return nil, fmt.Errorf("permission denied: cannot remove %s: the files of the tree are fixed", n.path)
 	}
 	if err != nil {
 		return nil, err
@@ -372,14 +378,17 @@ func (c *conn) remove(fc *proto.TRemove) ([]byte, error) {
 }
 
 func errOrclose(n *node) error {
-	return fmt.Errorf("%s cannot be removed on close, so it cannot be opened with ORCLOSE", n.path)
+	return fmt.Errorf("invalid open mode: %s cannot be removed on close, so it cannot be opened with ORCLOSE", n.path)
 }
 
 // create makes t/NAME.meta, t/NAME or a/NAME.json: the fid becomes the
-// new file, open for writing on an empty buffer. Nothing is published
-// until it is written (and, for an executable, clunked). An executable's
-// mode is the create's permission bits. Creating a file that exists
-// replaces it the same way.
+// new file, open in the create's mode on an empty buffer, and the file is
+// pending: walks find it, reads see it empty. Nothing is published until
+// a close leaves valid content in it (an executable: any content, always
+// with mode 0755); a file never published stops being pending
+// Options.PendingTTL after its last fid is closed. Any open mode works:
+// plan9port's "9p create" creates with OREAD and writes on a later open.
+// Creating a file that exists replaces it the same way.
 func (c *conn) create(fc *proto.TCreate) ([]byte, error) {
 	f, err := c.getFid(fc.Fid)
 	if err != nil {
@@ -388,15 +397,15 @@ func (c *conn) create(fc *proto.TCreate) ([]byte, error) {
 	n := f.n
 	switch n.kind {
 	case kSessionDir:
-		return nil, fmt.Errorf("cannot create %q: make a session by writing \"name=S\" to session/new", fc.Name)
+		return nil, fmt.Errorf("permission denied: cannot create %q: make a session by writing \"name=S\" to session/new", fc.Name)
 	case kAgentDir:
-		return nil, fmt.Errorf("cannot create %q: make an agent by writing \"name=A\" to %s/new", fc.Name, n.path)
+		return nil, fmt.Errorf("permission denied: cannot create %q: make an agent by writing \"name=A\" to %s/new", fc.Name, n.path)
 	case kTDir, kADir:
 	default:
 		if !n.isDir() {
 			return nil, fmt.Errorf("cannot create %q: %s is not a directory", fc.Name, n.path)
 		}
-		return nil, fmt.Errorf("cannot create %q in %s: the files of the tree are fixed", fc.Name, n.path)
+		return nil, fmt.Errorf("permission denied: cannot create %q in %s: the files of the tree are fixed", fc.Name, n.path)
 	}
 	child, err := createNode(n, fc.Name, fc.Perm)
 	if err != nil {
@@ -406,13 +415,14 @@ func (c *conn) create(fc *proto.TCreate) ([]byte, error) {
 	if mode&proto.Orclose != 0 {
 		return nil, errOrclose(child)
 	}
-	if rw := mode & 3; rw != proto.Owrite && rw != proto.Ordwr {
-		return nil, fmt.Errorf("create %s open for writing (OWRITE or ORDWR): it is published when written", child.path)
-	}
 	if h, _ := f.handle(); h != nil {
 		return nil, fmt.Errorf("fid %d is open; create from an unopened fid of %s", fc.Fid, n.path)
 	}
-	u := c.s.newUpload(child, fc.Perm&0o777)
+	if err := c.s.markCreated(child.path); err != nil {
+		return nil, err
+	}
+	u := c.s.newUpload(child, defaultExecMode)
+	u.created = true
 	// The fid becomes the new file: a new fid replaces it in the table,
 	// and the old one is marked gone so a racing open fails.
 	c.mu.Lock()
@@ -438,7 +448,13 @@ func (c *conn) statFid(fc *proto.TStat) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := proto.RStat{Header: proto.Header{Type: proto.Rstat, Tag: fc.Tag}, Stat: c.s.stat(f.n)}
+	st := c.s.stat(f.n)
+	if h, _ := f.handle(); h != nil {
+		if u, ok := h.(*upload); ok {
+			st.Length = uint64(u.size()) // the writer sees what it wrote
+		}
+	}
+	m := proto.RStat{Header: proto.Header{Type: proto.Rstat, Tag: fc.Tag}, Stat: st}
 	return m.Compose(), nil
 }
 
@@ -446,8 +462,11 @@ func (c *conn) statFid(fc *proto.TStat) ([]byte, error) {
 // field "don't touch"), a truncation to length 0 and new times, on
 // writable files, and a new mode for t/NAME. It refuses renames, owner
 // changes and other mode changes. A truncation of a fid open for writing
-// empties its buffer; of any other fid it does nothing (9pfuse sends one
-// before an open that truncates).
+// empties its buffer. A truncation of any other fid of t/ or a/ empties
+// the buffers of the path's open uploads, or, when none is open, the
+// buffer of the next open for writing (Server.truncatePath): 9pfuse
+// truncates on the path's fid and writes on another, opened without
+// OTRUNC, before or after.
 func (c *conn) wstat(fc *proto.TWstat) ([]byte, error) {
 	f, err := c.getFid(fc.Fid)
 	if err != nil {
@@ -460,15 +479,15 @@ func (c *conn) wstat(fc *proto.TWstat) ([]byte, error) {
 	chmod := st.Mode != ^uint32(0) && n.kind == kTExec && st.Mode&proto.DMDIR == 0
 	switch {
 	case st.Name != "" && st.Name != n.name:
-		return nil, fmt.Errorf("cannot rename %s: the names of the tree are fixed", n.path)
+		return nil, fmt.Errorf("permission denied: cannot rename %s: the names of the tree are fixed", n.path)
 	case st.Uid != "" || st.Gid != "" || st.Muid != "":
-		return nil, fmt.Errorf("cannot change the owner of %s", n.path)
+		return nil, fmt.Errorf("permission denied: cannot change the owner of %s", n.path)
 	case st.Mode != ^uint32(0) && !chmod && st.Mode&modeBits != cur.Mode&modeBits:
-		return nil, fmt.Errorf("cannot change the mode of %s: it is %s", n.path, modeString(cur.Mode))
+		return nil, fmt.Errorf("permission denied: cannot change the mode of %s: it is %s", n.path, modeString(cur.Mode))
 	case st.Type != ^uint16(0) && st.Type != cur.Type,
 		st.Dev != ^uint32(0) && st.Dev != cur.Dev,
 		!dontTouchQid(st.Qid) && st.Qid != cur.Qid:
-		return nil, fmt.Errorf("cannot change the type, device or qid of %s", n.path)
+		return nil, fmt.Errorf("permission denied: cannot change the type, device or qid of %s", n.path)
 	}
 	touchTimes := st.Atime != ^uint32(0) || st.Mtime != ^uint32(0)
 	truncate := st.Length != ^uint64(0)
@@ -479,7 +498,7 @@ func (c *conn) wstat(fc *proto.TWstat) ([]byte, error) {
 		return nil, errReadOnly(n)
 	}
 	if truncate && st.Length != 0 {
-		return nil, fmt.Errorf("%s can only be truncated to length 0", n.path)
+		return nil, fmt.Errorf("invalid length: %s can only be truncated to length 0", n.path)
 	}
 	if chmod {
 		if err := c.s.chmodExec(n, st.Mode&0o777); err != nil {
@@ -489,6 +508,8 @@ func (c *conn) wstat(fc *proto.TWstat) ([]byte, error) {
 	if truncate {
 		if h, _ := f.handle(); h != nil {
 			h.truncate()
+		} else if isUpload(n.kind) && c.s.truncatePath(n.path, nil) == 0 {
+			c.s.setTrunc(n.path)
 		}
 	}
 	m := proto.RWstat{Header: proto.Header{Type: proto.Rwstat, Tag: fc.Tag}}

@@ -37,6 +37,11 @@ type Options struct {
 	// EventWait is how long a read of events waits for an event before
 	// it returns 0 bytes (default 5s).
 	EventWait time.Duration
+	// PendingTTL is how long a file created in t/ or a/ stays pending
+	// (walks find it, reads see it empty) once no fid has it open, if
+	// nothing valid was published to it; also how long a truncation on
+	// a fid waits for the next open for writing (default 1 minute).
+	PendingTTL time.Duration
 }
 
 // Server serves the tree of a Backend over 9P2000. It owns its listeners'
@@ -61,8 +66,13 @@ type Server struct {
 
 	// pending holds the uploads open for writing, by tree path, on every
 	// connection: a file created and not yet published can be walked to.
+	// created holds, by path, until when a file created and never
+	// published stays pending after its fids are closed; truncs until
+	// when a truncation waits for the next open for writing.
 	pmu     sync.Mutex
 	pending map[string][]*upload
+	created map[string]time.Time
+	truncs  map[string]time.Time
 }
 
 // NewServer returns a server for b. It serves nothing until Serve or
@@ -92,6 +102,9 @@ func NewServer(b Backend, opt Options) *Server {
 	if opt.EventWait <= 0 {
 		opt.EventWait = 5 * time.Second
 	}
+	if opt.PendingTTL <= 0 {
+		opt.PendingTTL = pendingTTL
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{
 		b:         b,
@@ -102,6 +115,8 @@ func NewServer(b Backend, opt Options) *Server {
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*conn]struct{}),
 		pending:   make(map[string][]*upload),
+		created:   make(map[string]time.Time),
+		truncs:    make(map[string]time.Time),
 	}
 }
 

@@ -131,6 +131,7 @@ type PublishProfiles struct {
 	Owner    string        `json:"owner"`
 	Origin   string        `json:"origin,omitempty"` // OriginDir when empty
 	Profiles []ProfileSpec `json:"profiles"`
+	Time     int64         `json:"time,omitempty"` // unix nanoseconds, stamped by the proposer
 }
 
 // WithdrawProfiles removes profiles; Owner as in WithdrawTools.

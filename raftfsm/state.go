@@ -56,6 +56,9 @@ type Profile struct {
 	Owner    string   `json:"owner"`
 	Origin   string   `json:"origin,omitempty"`
 	Index    uint64   `json:"index"`
+	// Time is when it was published (stamped by the proposer; 0 for a
+	// profile published before the field existed).
+	Time int64 `json:"time,omitempty"`
 }
 
 // Published reports whether the tool has metadata: a tool whose
