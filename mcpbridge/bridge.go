@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"9fans.net/go/plan9"
@@ -35,6 +36,12 @@ type Options struct {
 	// Logf receives a line for each problem the bridge meets (default:
 	// discarded).
 	Logf func(format string, args ...any)
+	// SessionID, when set, is the MCP session id the server gives its
+	// session (Streamable HTTP's Mcp-Session-Id).
+	SessionID string
+	// Ended, when set, is called once the first MCP session the server
+	// served has ended (closed by the client, or expired).
+	Ended func()
 }
 
 // Bridge is one MCP session's agent. Its methods are safe for concurrent
@@ -50,6 +57,8 @@ type Bridge struct {
 	refreshMu sync.Mutex        // one refresh at a time; held across 9P, never across the SDK's locks of other sessions
 	listed    map[string]string // tool → fingerprint of its listing
 	where     string            // fingerprint of where the listed tools run
+
+	inited atomic.Bool // the MCP session finished its initialisation
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -112,7 +121,24 @@ func New(fsys *client.Fsys, opt Options) (*Bridge, error) {
 	}
 	b.dir = "session/" + b.session + "/agent/" + strings.TrimSpace(a)
 
+	var getID func() string
+	if opt.SessionID != "" {
+		getID = func() string { return opt.SessionID }
+	}
+	var ended sync.Once
 	b.srv = mcp.NewServer(&mcp.Implementation{Name: "toolnode", Version: opt.Version}, &mcp.ServerOptions{
+		GetSessionID: getID,
+		InitializedHandler: func(_ context.Context, req *mcp.InitializedRequest) {
+			b.inited.Store(true)
+			if opt.Ended != nil {
+				ended.Do(func() {
+					go func() {
+						req.Session.Wait()
+						opt.Ended()
+					}()
+				})
+			}
+		},
 		Instructions: "Tools of a toolnode cluster. tool_load NAME makes a tool of the catalog (tools_all) callable; the list changes as tools are loaded, published or withdrawn.",
 		Capabilities: &mcp.ServerCapabilities{
 			Tools:     &mcp.ToolCapabilities{ListChanged: true},
@@ -145,6 +171,10 @@ func New(fsys *client.Fsys, opt Options) (*Bridge, error) {
 
 // Server is the MCP server of this bridge's session.
 func (b *Bridge) Server() *mcp.Server { return b.srv }
+
+// Initialized reports whether an MCP session has finished its
+// initialisation with the server.
+func (b *Bridge) Initialized() bool { return b.inited.Load() }
 
 // Session is the name of the toolnode session the bridge made.
 func (b *Bridge) Session() string { return b.session }

@@ -55,6 +55,7 @@ type Node struct {
 	gossip    *cluster.Cluster
 	p9        *p9.Server
 	p9ln      net.Listener
+	mcp       *mcpServer // nil unless -mcp
 
 	catalog *catalog
 	events  *eventLog
@@ -129,6 +130,9 @@ func New(cfg Config) (n *Node, err error) {
 	n.wg.Add(1)
 	go n.advertise()
 	n.startP9()
+	if err := n.startMCP(); err != nil {
+		return nil, err
+	}
 	n.logger.Printf("node %s: serving 9P on %s, cluster on %s, gossip on %s", cfg.Name, n.P9Addr(), n.transport.LocalAddr(), n.gossip.LocalAddr())
 	return n, nil
 }
@@ -590,6 +594,9 @@ func (n *Node) applyHere(data []byte, timeout time.Duration) (raftfsm.Result, ui
 // node from Raft); Raft shuts down, and its log is closed last.
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
+		if n.mcp != nil {
+			n.mcp.close()
+		}
 		if n.p9 != nil {
 			n.p9.Close()
 		} else if n.p9ln != nil {

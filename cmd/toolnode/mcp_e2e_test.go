@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -205,4 +206,102 @@ func Test_E2E_MCP_Stdio(t *testing.T) {
 	if res := callTool(t, s, "tool_load", map[string]any{"name": "no_such_tool"}); !res.IsError {
 		t.Errorf("tool_load of an unknown tool succeeded: %q", resultText(res))
 	}
+}
+
+// bearerTransport adds an Authorization header to every request.
+type bearerTransport struct{ token string }
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	if b.token != "" {
+		r.Header.Set("Authorization", "Bearer "+b.token)
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func mcpHTTPClient(t *testing.T, url, token string) (*mcp.ClientSession, *listChanges, error) {
+	t.Helper()
+	changes := &listChanges{}
+	c := mcp.NewClient(&mcp.Implementation{Name: "e2e-http", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changes.add() },
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := c.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint:   url,
+		HTTPClient: &http.Client{Transport: bearerTransport{token}},
+		MaxRetries: -1,
+	}, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, changes, nil
+}
+
+// Test_E2E_MCP_HTTP drives -mcp (Streamable HTTP) with the SDK's client:
+// one agent per MCP session, list_changed on the session's stream, and a
+// session that another token cannot use.
+func Test_E2E_MCP_HTTP(t *testing.T) {
+	a := newCnode(t, "mcph")
+	if err := os.WriteFile(filepath.Join(a.e.tools, "echo_t.meta"), []byte(`{"description":"echo","cmd":"cat"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := clusterPorts(t, 1)[0]
+	a.flags = append(a.flags, "-mcp", addr)
+	a.start(t)
+	a.p.waitLog(t, 10*time.Second, "serving MCP")
+	url := "http://" + addr + "/"
+
+	s1, changes, err := mcpHTTPClient(t, url, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, _, err := mcpHTTPClient(t, url, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	if res := callTool(t, s1, "tool_load", map[string]any{"name": "echo_t"}); res.IsError {
+		t.Fatalf("tool_load: %s", resultText(res))
+	}
+	d := changes.since(t, t0, 5*time.Second, "tool_load over HTTP")
+	t.Logf("tool_load → list_changed over HTTP in %v", d)
+	if d > 500*time.Millisecond {
+		t.Errorf("list_changed came %v after tool_load, want within 500ms", d)
+	}
+	if res := callTool(t, s1, "echo_t", map[string]any{"y": true}); res.IsError || strings.TrimSpace(resultText(res)) != `{"y":true}` {
+		t.Errorf("echo_t over HTTP: error %v, %q", res.IsError, resultText(res))
+	}
+	// The other session is another agent: echo_t is not loaded there.
+	if names := strings.Join(toolNames(t, s2), " "); strings.Contains(names, "echo_t") {
+		t.Errorf("a second MCP session sees the first one's loads: %s", names)
+	}
+	// Each MCP session is a toolnode session of its own.
+	sessions := mustRead9(t, a, "session/idx")
+	if n := len(lines(sessions)); n != 2 {
+		t.Errorf("session/idx with two MCP sessions:\n%s", sessions)
+	}
+
+	// A request for s1's session with another token is refused.
+	req, _ := http.NewRequest("POST", url, strings.NewReader(`{"jsonrpc":"2.0","id":99,"method":"tools/list"}`))
+	req.Header.Set("Mcp-Session-Id", s1.ID())
+	req.Header.Set("Authorization", "Bearer someone-else")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("another token on session %s: HTTP %d, want 403", s1.ID(), resp.StatusCode)
+	}
+
+	// Closing an MCP session removes its toolnode session.
+	s2.Close()
+	pollUntil(t, 10*time.Second, "the closed MCP session's toolnode session removed", func() (bool, string) {
+		idx := mustRead9(t, a, "session/idx")
+		return len(lines(idx)) == 1, idx
+	})
 }
