@@ -34,7 +34,8 @@ type Config struct {
 	TLSKey      string
 	TLSCA       string
 
-	MCPAddr string // MCP over Streamable HTTP (loopback); "" = off
+	MCPAddr     string // MCP over Streamable HTTP (loopback); "" = off
+	MetricsAddr string // /metrics, /healthz, /readyz (loopback); "" = off
 
 	CallTimeout time.Duration // default 30s
 	Yolo        bool          // run tools without the sandbox
