@@ -189,7 +189,10 @@ type lone struct {
 	tool  string // the nop script's path
 }
 
-func startLone(b *testing.B) *lone {
+func startLone(b *testing.B) *lone { return startLoneWith(b) }
+
+// startLoneWith is startLone with extra flags for the node.
+func startLoneWith(b *testing.B, flags ...string) *lone {
 	b.Helper()
 	bin := toolnodeBin(b)
 	root := b.TempDir()
@@ -209,7 +212,7 @@ func startLone(b *testing.B) *lone {
 	}
 	args, addr := nodeArgs(b, filepath.Join(root, "data"), tools, agents)
 	l.addr = addr
-	l.p = startProc(b, childEnv("XDG_CONFIG_HOME="+filepath.Join(root, "config")), bin, args...)
+	l.p = startProc(b, childEnv("XDG_CONFIG_HOME="+filepath.Join(root, "config")), bin, append(args, flags...)...)
 	b.Cleanup(func() { l.p.stop(30 * time.Second) })
 	if err := waitIdx(l.p, addr, 1, 60*time.Second); err != nil {
 		b.Fatal(err)

@@ -34,6 +34,9 @@ type Config struct {
 	TLSKey      string
 	TLSCA       string
 
+	MCPAddr     string // MCP over Streamable HTTP (loopback); "" = off
+	MetricsAddr string // /metrics, /healthz, /readyz (loopback); "" = off
+
 	CallTimeout time.Duration // default 30s
 	Yolo        bool          // run tools without the sandbox
 

@@ -74,6 +74,9 @@ func (n *Node) Changed(events []raftfsm.Event) {
 		if e.Kind == "tool+" || e.Kind == "tool-" {
 			tools = append(tools, e.Name)
 		}
+		if e.Kind == "tool+" {
+			n.observePublished(e.Name)
+		}
 	}
 	if len(tools) > 0 {
 		n.catalog.update(tools, n.fsm.Tool)

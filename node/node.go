@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/raft-wal/metadb"
 
 	"github.com/toolnode/toolnode/cluster"
+	"github.com/toolnode/toolnode/metrics"
 	"github.com/toolnode/toolnode/p9"
 	"github.com/toolnode/toolnode/raftfsm"
 	"github.com/toolnode/toolnode/registry"
@@ -55,6 +56,9 @@ type Node struct {
 	gossip    *cluster.Cluster
 	p9        *p9.Server
 	p9ln      net.Listener
+	mcp       *mcpServer   // nil unless -mcp
+	metrics   *metrics.Set // nil unless -metrics: its methods do nothing then
+	metricsLn net.Listener
 
 	catalog *catalog
 	events  *eventLog
@@ -88,6 +92,9 @@ func New(cfg Config) (n *Node, err error) {
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.events = newEventLog(4096)
+	if cfg.MetricsAddr != "" {
+		n.metrics = metrics.New(cfg.Name, n)
+	}
 	host := registry.LocalHost()
 	if cfg.Host != nil {
 		host = *cfg.Host
@@ -129,6 +136,12 @@ func New(cfg Config) (n *Node, err error) {
 	n.wg.Add(1)
 	go n.advertise()
 	n.startP9()
+	if err := n.startMCP(); err != nil {
+		return nil, err
+	}
+	if err := n.startMetrics(); err != nil {
+		return nil, err
+	}
 	n.logger.Printf("node %s: serving 9P on %s, cluster on %s, gossip on %s", cfg.Name, n.P9Addr(), n.transport.LocalAddr(), n.gossip.LocalAddr())
 	return n, nil
 }
@@ -478,7 +491,11 @@ func (n *Node) startP9Listener() error {
 
 // startP9 serves the tree on the listener opened at start.
 func (n *Node) startP9() {
-	n.p9 = p9.NewServer(n, p9.Options{Logf: n.logger.Printf})
+	opt := p9.Options{Logf: n.logger.Printf}
+	if n.metrics != nil {
+		opt.Observe = n.metrics.Op
+	}
+	n.p9 = p9.NewServer(n, opt)
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
@@ -590,6 +607,9 @@ func (n *Node) applyHere(data []byte, timeout time.Duration) (raftfsm.Result, ui
 // node from Raft); Raft shuts down, and its log is closed last.
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
+		if n.mcp != nil {
+			n.mcp.close()
+		}
 		if n.p9 != nil {
 			n.p9.Close()
 		} else if n.p9ln != nil {

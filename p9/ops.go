@@ -126,10 +126,42 @@ func (c *conn) handle(r *req) (b []byte) {
 	default:
 		err = fmt.Errorf("message %T is not a request this server serves", fc)
 	}
+	if obs := c.s.opt.Observe; obs != nil {
+		obs(opName(r.fc), err)
+	}
 	if err != nil {
 		return c.rerror(r.tag, err)
 	}
 	return b
+}
+
+// opName names a request's type for Options.Observe.
+func opName(fc any) string {
+	switch fc.(type) {
+	case *proto.TRead:
+		return "read"
+	case *proto.TWalk:
+		return "walk"
+	case *proto.TOpen:
+		return "open"
+	case *proto.TClunk:
+		return "clunk"
+	case *proto.TWrite:
+		return "write"
+	case *proto.TStat:
+		return "stat"
+	case *proto.TWstat:
+		return "wstat"
+	case *proto.TAttach:
+		return "attach"
+	case *proto.TAuth:
+		return "auth"
+	case *proto.TCreate:
+		return "create"
+	case *proto.TRemove:
+		return "remove"
+	}
+	return "other"
 }
 
 func (c *conn) attach(fc *proto.TAttach) ([]byte, error) {

@@ -34,6 +34,9 @@ type Options struct {
 	// a/ may hold together (default 256 MiB); a write past it fails, and
 	// its writer is told to try again.
 	MaxUploadBytes int64
+	// Observe, when set, hears of every request served: its message type
+	// ("walk", "read", …) and its error, nil for a success.
+	Observe func(op string, err error)
 	// EventWait is how long a read of events waits for an event before
 	// it returns 0 bytes (default 5s).
 	EventWait time.Duration
@@ -228,4 +231,11 @@ func (s *Server) dropConn(c *conn) {
 	delete(s.conns, c)
 	s.mu.Unlock()
 	s.wg.Done()
+}
+
+// Conns is the number of connections served now.
+func (s *Server) Conns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
 }

@@ -43,6 +43,8 @@ func serve(args []string) error {
 	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "node-to-node TLS certificate")
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "node-to-node TLS key")
 	fs.StringVar(&cfg.TLSCA, "tls-ca", "", "CA that signs every node's certificate")
+	fs.StringVar(&cfg.MCPAddr, "mcp", "", "serve MCP over Streamable HTTP on this loopback address (e.g. 127.0.0.1:9566)")
+	fs.StringVar(&cfg.MetricsAddr, "metrics", "", "serve Prometheus /metrics, /healthz and /readyz on this loopback address (e.g. 127.0.0.1:9567)")
 	fs.DurationVar(&cfg.CallTimeout, "call-timeout", node.DefaultCallTimeout, "limit of one tool run")
 	fs.BoolVar(&cfg.Yolo, "yolo", false, "run tools without the sandbox")
 	fs.BoolVar(&useExamp, "examples", false, "serve the built-in example tools and profiles (unless -tools/-agents are given)")
