@@ -97,6 +97,7 @@ type upload struct {
 	n     *node
 	limit int
 	mode  atomic.Uint32 // executables: the mode they are published with
+	held  *atomic.Int64 // bytes held by its connection's uploads
 
 	mu     sync.Mutex
 	buf    []byte
@@ -120,8 +121,8 @@ type committer interface {
 
 // openUpload opens n for writing. Its buffer starts as the published
 // content, or empty when trunc is set or nothing is published yet.
-func (s *Server) openUpload(n *node, trunc bool) *upload {
-	u := s.newUpload(n, defaultExecMode)
+func (s *Server) openUpload(n *node, trunc bool, held *atomic.Int64) *upload {
+	u := s.newUpload(n, defaultExecMode, held)
 	b := s.b
 	var cur []byte
 	switch n.kind {
@@ -141,15 +142,15 @@ func (s *Server) openUpload(n *node, trunc bool) *upload {
 	}
 	if !trunc {
 		u.buf = slices.Clone(cur)
-		s.uploadBytes.Add(int64(len(u.buf)))
+		u.account(int64(len(u.buf)))
 	}
 	return u
 }
 
 // newUpload makes an upload with an empty buffer and registers it as
 // pending, so walks find its file before it is published.
-func (s *Server) newUpload(n *node, mode uint32) *upload {
-	u := &upload{s: s, n: n, limit: jsonLimit}
+func (s *Server) newUpload(n *node, mode uint32, held *atomic.Int64) *upload {
+	u := &upload{s: s, n: n, limit: jsonLimit, held: held}
 	u.mode.Store(mode)
 	if n.kind == kTExec {
 		u.limit = s.b.MaxExecutable()
@@ -266,8 +267,14 @@ func (u *upload) write(_ *req, off uint64, data []byte) (int, error) {
 	}
 	end := int(off) + len(data)
 	if grow := end - len(u.buf); grow > 0 {
+		if held := u.held.Add(int64(grow)); held > u.s.opt.MaxConnUploadBytes {
+			u.held.Add(-int64(grow))
+			u.failed = true
+			return 0, fmt.Errorf("this connection already holds %d bytes of unfinished uploads, the most one may: close some before writing more", held-int64(grow))
+		}
 		if held := u.s.uploadBytes.Add(int64(grow)); held > u.s.opt.MaxUploadBytes {
 			u.s.uploadBytes.Add(-int64(grow))
+			u.held.Add(-int64(grow))
 			u.failed = true // what it leaves is not what its writer meant
 			return 0, fmt.Errorf("this node already holds %d bytes of unfinished uploads, its limit: try again when others have closed", held-int64(grow))
 		}
@@ -279,7 +286,7 @@ func (u *upload) write(_ *req, off uint64, data []byte) (int, error) {
 		if doc, ok := wholeJSON(u.buf); ok && !bytes.Equal(doc, u.sent) {
 			if err := u.publishJSON(doc); err != nil {
 				copy(u.buf[off:], saved)
-				u.s.uploadBytes.Add(-int64(len(u.buf) - oldLen))
+				u.account(-int64(len(u.buf) - oldLen))
 				u.buf = u.buf[:oldLen]
 				u.failed = true
 				return 0, err
@@ -324,7 +331,7 @@ func (u *upload) truncate() {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if !u.closed {
-		u.s.uploadBytes.Add(-int64(len(u.buf)))
+		u.account(-int64(len(u.buf)))
 		u.buf = u.buf[:0]
 	}
 }
@@ -342,7 +349,7 @@ func (u *upload) commit() error {
 	u.closed = true
 	buf := u.buf
 	u.buf = nil
-	u.s.uploadBytes.Add(-int64(len(buf)))
+	u.account(-int64(len(buf)))
 	if !u.wrote || u.failed {
 		return nil
 	}
@@ -365,8 +372,15 @@ func (u *upload) commit() error {
 func (u *upload) close() {
 	u.mu.Lock()
 	u.closed = true
-	u.s.uploadBytes.Add(-int64(len(u.buf)))
+	u.account(-int64(len(u.buf)))
 	u.buf = nil
 	u.mu.Unlock()
 	u.s.dropPending(u)
+}
+
+// account adds delta to the bytes held by unfinished uploads, on the
+// server and on the upload's connection.
+func (u *upload) account(delta int64) {
+	u.s.uploadBytes.Add(delta)
+	u.held.Add(delta)
 }
