@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -55,6 +56,8 @@ type Node struct {
 	gossip    *cluster.Cluster
 	p9        *p9.Server
 	p9ln      net.Listener
+	p9srv     atomic.Pointer[p9.Server] // n.p9 once it serves, for the FSM's goroutine
+	anon      p9.Role                   // of an attach without a token (tokens.go)
 
 	catalog *catalog
 	events  *eventLog
@@ -113,6 +116,9 @@ func New(cfg Config) (n *Node, err error) {
 	if err := n.startP9Listener(); err != nil {
 		return nil, err
 	}
+	if err := n.setupAnon(); err != nil {
+		return nil, err
+	}
 	if err := n.startRaft(); err != nil {
 		return nil, err
 	}
@@ -129,6 +135,7 @@ func New(cfg Config) (n *Node, err error) {
 	n.wg.Add(1)
 	go n.advertise()
 	n.startP9()
+	n.startAdminToken()
 	n.logger.Printf("node %s: serving 9P on %s, cluster on %s, gossip on %s", cfg.Name, n.P9Addr(), n.transport.LocalAddr(), n.gossip.LocalAddr())
 	return n, nil
 }
@@ -452,7 +459,8 @@ func (n *Node) startP9Listener() error {
 
 // startP9 serves the tree on the listener opened at start.
 func (n *Node) startP9() {
-	n.p9 = p9.NewServer(n, p9.Options{Logf: n.logger.Printf})
+	n.p9 = p9.NewServer(n, p9.Options{Logf: n.logger.Printf, Attach: n.attach})
+	n.p9srv.Store(n.p9)
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()

@@ -160,6 +160,17 @@ func (c *conn) attach(fc *proto.TAttach) ([]byte, error) {
 	if full {
 		return nil, errTooManyFids(held)
 	}
+	if fc.Aname != "" && c.s.opt.Attach != nil {
+		// A revocation applied between the check above and the
+		// registration missed this connection: check again, now that a
+		// later one would find it.
+		if _, err := c.s.principal(fc.Aname, c.nc.RemoteAddr()); err != nil {
+			c.mu.Lock()
+			delete(c.fids, fc.Fid)
+			c.mu.Unlock()
+			return nil, err
+		}
+	}
 	m := proto.RAttach{Header: proto.Header{Type: proto.Rattach, Tag: fc.Tag}, Qid: rootNode.qid}
 	return m.Compose(), nil
 }
