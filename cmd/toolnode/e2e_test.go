@@ -196,7 +196,7 @@ func (e *env) childEnv() []string {
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		switch k {
-		case "XDG_CONFIG_HOME", "OLLIE_TOOLS_PATH", "TOOLNODE_ADDR":
+		case "XDG_CONFIG_HOME", "OLLIE_TOOLS_PATH", "TOOLNODE_ADDR", "TOOLNODE_TOKEN":
 			continue
 		}
 		out = append(out, kv)

@@ -14,6 +14,7 @@ const usage = `usage:
   toolnode 9p [-a ADDR] ls|read|write|rdwr PATH
   toolnode 9p ADDR ls|read|write|rdwr PATH a small 9P client, like plan9port's 9p
   toolnode call [-a ADDR] [-session S -agent A] NAME [JSON]
+  toolnode token [-a ADDR] [-data DIR] new -role ROLE NAME | ls | revoke NAME
   toolnode keygen                          print a new gossip key
 `
 
@@ -31,6 +32,8 @@ func main() {
 		err = ninep(args)
 	case "call":
 		err = call(args)
+	case "token":
+		err = token(args)
 	case "keygen":
 		err = keygen()
 	case "help":
