@@ -108,7 +108,10 @@ var e2eOps = []struct {
 		_, err := ask(fs, "session/"+s+"/agent/new", "name=a")
 		return err
 	}},
-	{"load", "call", func(fs *client.Fsys, s string) error { _, err := ask(fs, "session/"+s+"/agent/a/tools", "hello"); return err }},
+	{"load", "call", func(fs *client.Fsys, s string) error {
+		_, err := ask(fs, "session/"+s+"/agent/a/tools", "hello")
+		return err
+	}},
 	{"call", "call", func(fs *client.Fsys, s string) error {
 		out, err := ask(fs, "session/"+s+"/agent/a/call", "hello {}")
 		if err == nil && out != "hello\n" {
@@ -130,7 +133,10 @@ var e2eOps = []struct {
 		return err
 	}},
 	{"read token/idx", "admin", func(fs *client.Fsys, _ string) error { _, err := readErr(fs, "token/idx"); return err }},
-	{"token/new", "admin", func(fs *client.Fsys, s string) error { _, err := ask(fs, "token/new", "name=made-"+s+" role=read"); return err }},
+	{"token/new", "admin", func(fs *client.Fsys, s string) error {
+		_, err := ask(fs, "token/new", "name=made-"+s+" role=read")
+		return err
+	}},
 	{"token/ctl", "admin", func(fs *client.Fsys, s string) error { return tell9(fs, "token/ctl", "revoke made-"+s) }},
 }
 
