@@ -103,10 +103,18 @@ func TestTokens_Node(t *testing.T) {
 	// new admin token.
 	n.Close()
 	n2 := startNode(t, filepath.Join(dir, "data"), "", "")
-	if _, err := mountAs(t, n2.P9Addr(), secret); err != nil {
-		t.Fatalf("the admin token after a restart: %v", err)
+	// A restarted node applies its log again once it has a leader.
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		_, err := mountAs(t, n2.P9Addr(), secret)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the admin token after a restart: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	time.Sleep(100 * time.Millisecond)
 	if got := n2.TokenIndex(); got != "admin-n1 admin\n" {
 		t.Fatalf("token index after a restart %q", got)
 	}
