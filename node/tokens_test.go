@@ -1,6 +1,7 @@
 package node
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -183,6 +184,23 @@ func BenchmarkAttach(b *testing.B) {
 					b.Fatal(err)
 				}
 				fs.Close()
+			}
+		})
+	}
+}
+
+// BenchmarkAttachCheck is the node's decision alone (Options.Attach),
+// without the network: anonymous against a token hashed and looked up.
+func BenchmarkAttachCheck(b *testing.B) {
+	n := startNode(b, filepath.Join(b.TempDir(), "data"), "", "")
+	secret := waitAdminToken(b, n.Node)
+	addr := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}
+	for _, bc := range []struct{ name, aname string }{{"anon", ""}, {"token", secret}} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := n.attach(bc.aname, addr); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}
