@@ -25,6 +25,9 @@ var _ p9.TokenBackend = (*Node)(nil)
 // holds the node's own admin token.
 const AdminTokenFile = "admin.token"
 
+// errNameTaken: the name of the node's admin token is taken already.
+var errNameTaken = errors.New("the name is taken; trying the next")
+
 // errBadToken is the refusal of an attach name that is no live token.
 var errBadToken = errors.New("permission denied: unknown or revoked token")
 
@@ -154,10 +157,13 @@ func (n *Node) startAdminToken() {
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
-		for try := 1; n.ctx.Err() == nil; try++ {
+		for try := 1; n.ctx.Err() == nil; {
 			err := n.makeAdminToken(try)
 			if err == nil {
 				return
+			}
+			if errors.Is(err, errNameTaken) {
+				try++ // the next name; anything else: the same again
 			}
 			n.logger.Printf("making this node's admin token: %v; trying again", err)
 			select {
@@ -196,7 +202,7 @@ func (n *Node) makeAdminToken(try int) error {
 	if err != nil {
 		os.Remove(tmp)
 		if errors.Is(err, raftfsm.ErrExists) {
-			return fmt.Errorf("token %s exists already", name)
+			return fmt.Errorf("token %s: %w", name, errNameTaken)
 		}
 		return err
 	}
