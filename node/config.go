@@ -40,6 +40,11 @@ type Config struct {
 	CallTimeout time.Duration // default 30s
 	Yolo        bool          // run tools without the sandbox
 
+	// P9Anon is the role of a 9P attach without a token: none, read,
+	// call, publish or admin; "" is admin on a loopback listener and
+	// none on any other (DESIGN §7).
+	P9Anon string
+
 	// ResolveEvery is how often variants are re-resolved against the host
 	// (a binary can be installed later). Default 30s.
 	ResolveEvery time.Duration

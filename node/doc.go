@@ -13,7 +13,9 @@
 // node that can (route.go). The cluster port carries Raft, forwarded
 // writes, routed calls and the leader's reachability check, told apart by
 // their first byte (mux.go), under mutual TLS when configured
-// (tlsconfig.go).
+// (tlsconfig.go). It checks 9P attaches against the tokens in its FSM,
+// serves token/, ends a revoked token's connections and makes its own
+// admin token at first start (tokens.go).
 //
 // Only node sees every other package; the others stay ignorant of each
 // other (registry ← raftfsm; p9 and cluster stand alone).

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -59,6 +60,8 @@ type Node struct {
 	mcp       *mcpServer   // nil unless -mcp
 	metrics   *metrics.Set // nil unless -metrics: its methods do nothing then
 	metricsLn net.Listener
+	p9srv     atomic.Pointer[p9.Server] // n.p9 once it serves, for the FSM's goroutine
+	anon      p9.Role                   // of an attach without a token (tokens.go)
 
 	catalog *catalog
 	events  *eventLog
@@ -120,6 +123,9 @@ func New(cfg Config) (n *Node, err error) {
 	if err := n.startP9Listener(); err != nil {
 		return nil, err
 	}
+	if err := n.setupAnon(); err != nil {
+		return nil, err
+	}
 	if err := n.startRaft(); err != nil {
 		return nil, err
 	}
@@ -142,6 +148,7 @@ func New(cfg Config) (n *Node, err error) {
 	if err := n.startMetrics(); err != nil {
 		return nil, err
 	}
+	n.startAdminToken()
 	n.logger.Printf("node %s: serving 9P on %s, cluster on %s, gossip on %s", cfg.Name, n.P9Addr(), n.transport.LocalAddr(), n.gossip.LocalAddr())
 	return n, nil
 }
@@ -491,11 +498,12 @@ func (n *Node) startP9Listener() error {
 
 // startP9 serves the tree on the listener opened at start.
 func (n *Node) startP9() {
-	opt := p9.Options{Logf: n.logger.Printf}
+	opt := p9.Options{Logf: n.logger.Printf, Attach: n.attach}
 	if n.metrics != nil {
 		opt.Observe = n.metrics.Op
 	}
 	n.p9 = p9.NewServer(n, opt)
+	n.p9srv.Store(n.p9)
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()

@@ -148,6 +148,17 @@
 //     and publishes the published executable again with that mode. Only
 //     the permission bits of a mode count.
 //
+// # Who may do what
+//
+// Options.Attach turns each attach name (a token, or "" for none) into a
+// Principal; every fid carries the Principal of the attach it was walked
+// from, and walk, open, create, remove and wstat check the role of what
+// they touch (tokens.go), failing with "permission denied: needs role
+// ROLE". token/new, token/idx and token/ctl serve a TokenBackend to
+// admins; DropPrincipal ends the connections of a revoked token. One
+// connection holds at most Options.MaxFids fids, and its unfinished
+// uploads at most Options.MaxConnUploadBytes.
+//
 // # What it must not touch
 //
 // p9 imports neither raftfsm, cluster nor registry: everything it serves

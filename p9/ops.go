@@ -11,7 +11,8 @@ import (
 // fid is one fid of a connection: a node and, once opened, a handle that
 // holds the per-fid state (a snapshot, an answer, a call in progress).
 type fid struct {
-	n *node
+	n   *node
+	who Principal // of the attach this fid descends from
 
 	mu    sync.Mutex
 	h     handle // nil until opened, and again once released
@@ -72,6 +73,9 @@ func errReadOnly(n *node) error  { return fmt.Errorf("permission denied: %s is r
 func errWriteOnly(n *node) error { return fmt.Errorf("permission denied: %s is write-only", n.path) }
 func errIsDir(n *node) error     { return fmt.Errorf("%s is a directory: it can only be read", n.path) }
 func errNoAuth() error           { return errors.New("authentication not required") }
+func errTooManyFids(held int) error {
+	return fmt.Errorf("too many fids: this connection holds %d, the most one may; clunk the fids it no longer needs", held)
+}
 func errNotForReading(id uint32) error {
 	return fmt.Errorf("fid %d was not opened for reading", id)
 }
@@ -168,14 +172,36 @@ func (c *conn) attach(fc *proto.TAttach) ([]byte, error) {
 	if fc.Afid != noFid {
 		return nil, errNoAuth()
 	}
+	who, err := c.s.principal(fc.Aname, c.nc.RemoteAddr())
+	if err != nil {
+		c.logf("attach refused: %v", err)
+		return nil, err
+	}
 	c.mu.Lock()
 	_, used := c.fids[fc.Fid]
-	if !used {
-		c.fids[fc.Fid] = &fid{n: rootNode}
+	held := len(c.fids)
+	full := held >= c.s.opt.MaxFids
+	if !used && !full {
+		c.fids[fc.Fid] = &fid{n: rootNode, who: who}
+		c.who[who.Name] = true
 	}
 	c.mu.Unlock()
 	if used {
 		return nil, errFidInUse(fc.Fid)
+	}
+	if full {
+		return nil, errTooManyFids(held)
+	}
+	if fc.Aname != "" && c.s.opt.Attach != nil {
+		// A revocation applied between the check above and the
+		// registration missed this connection: check again, now that a
+		// later one would find it.
+		if _, err := c.s.principal(fc.Aname, c.nc.RemoteAddr()); err != nil {
+			c.mu.Lock()
+			delete(c.fids, fc.Fid)
+			c.mu.Unlock()
+			return nil, err
+		}
 	}
 	m := proto.RAttach{Header: proto.Header{Type: proto.Rattach, Tag: fc.Tag}, Qid: rootNode.qid}
 	return m.Compose(), nil
@@ -205,6 +231,13 @@ func (c *conn) walk(fc *proto.TWalk) ([]byte, error) {
 		qids = make([]proto.Qid, 0, len(fc.Wname))
 	}
 	for i, name := range fc.Wname {
+		if name != ".." {
+			// A refusal is an error wherever it falls, so the client
+			// sees why.
+			if err := need(f.who, readRole(n.kind), "walk into", n); err != nil {
+				return nil, err
+			}
+		}
 		next, err := walk1(c.s, n, name)
 		if err != nil {
 			if i == 0 {
@@ -234,7 +267,10 @@ func (c *conn) bindWalked(fc *proto.TWalk, f *fid, n *node) error {
 		if _, used := c.fids[fc.Newfid]; used {
 			return errFidInUse(fc.Newfid)
 		}
-		c.fids[fc.Newfid] = &fid{n: n}
+		if len(c.fids) >= c.s.opt.MaxFids {
+			return errTooManyFids(len(c.fids))
+		}
+		c.fids[fc.Newfid] = &fid{n: n, who: f.who}
 		return nil
 	}
 	if c.fids[fc.Fid] != f {
@@ -246,7 +282,7 @@ func (c *conn) bindWalked(fc *proto.TWalk, f *fid, n *node) error {
 	if open {
 		return errIsOpen(fc.Fid)
 	}
-	c.fids[fc.Fid] = &fid{n: n}
+	c.fids[fc.Fid] = &fid{n: n, who: f.who}
 	return nil
 }
 
@@ -272,6 +308,16 @@ func (c *conn) open(fc *proto.TOpen) ([]byte, error) {
 	if wantRead && !n.readable() {
 		return nil, errWriteOnly(n)
 	}
+	if wantRead {
+		if err := need(f.who, readRole(n.kind), "read", n); err != nil {
+			return nil, err
+		}
+	}
+	if wantWrite {
+		if err := need(f.who, writeRole(n.kind), "write", n); err != nil {
+			return nil, err
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.gone {
@@ -282,7 +328,11 @@ func (c *conn) open(fc *proto.TOpen) ([]byte, error) {
 	}
 	var h handle
 	if wantWrite && isUpload(n.kind) {
-		h = c.s.openUpload(n, mode&proto.Otrunc != 0)
+		h = c.s.openUpload(n, mode&proto.Otrunc != 0, &c.uploadBytes)
+	} else if readRole(n.kind) == RoleAdmin {
+		if h, err = c.s.openToken(n, f.who); err != nil {
+			return nil, err
+		}
 	} else if h, err = c.s.openHandle(n); err != nil {
 		return nil, err
 	}
@@ -380,6 +430,9 @@ func (c *conn) remove(fc *proto.TRemove) ([]byte, error) {
 		return nil, err
 	}
 	n, b := f.n, c.s.b
+	if err := need(f.who, writeRole(n.kind), "remove", n); err != nil {
+		return nil, err
+	}
 	if isUpload(n.kind) && c.s.forgetPending(n.path) && !c.s.isPublished(n) {
 		// A file created and never published: removing it publishes
 		// nothing (9pfuse removes what it created when a later step fails).
@@ -427,6 +480,9 @@ func (c *conn) create(fc *proto.TCreate) ([]byte, error) {
 		return nil, err
 	}
 	n := f.n
+	if err := need(f.who, writeRole(n.kind), "create in", n); err != nil {
+		return nil, err
+	}
 	switch n.kind {
 	case kSessionDir:
 		return nil, fmt.Errorf("permission denied: cannot create %q: make a session by writing \"name=S\" to session/new", fc.Name)
@@ -453,7 +509,7 @@ func (c *conn) create(fc *proto.TCreate) ([]byte, error) {
 	if err := c.s.markCreated(child.path); err != nil {
 		return nil, err
 	}
-	u := c.s.newUpload(child, defaultExecMode)
+	u := c.s.newUpload(child, defaultExecMode, &c.uploadBytes)
 	u.created = true
 	// The fid becomes the new file: a new fid replaces it in the table,
 	// and the old one is marked gone so a racing open fails.
@@ -462,7 +518,7 @@ func (c *conn) create(fc *proto.TCreate) ([]byte, error) {
 	ok := c.fids[fc.Fid] == f && f.h == nil && !f.gone
 	if ok {
 		f.gone = true
-		c.fids[fc.Fid] = &fid{n: child, h: u, omode: mode}
+		c.fids[fc.Fid] = &fid{n: child, who: f.who, h: u, omode: mode}
 		c.s.handles.Add(1)
 	}
 	f.mu.Unlock()
@@ -523,6 +579,11 @@ func (c *conn) wstat(fc *proto.TWstat) ([]byte, error) {
 	}
 	touchTimes := st.Atime != ^uint32(0) || st.Mtime != ^uint32(0)
 	truncate := st.Length != ^uint64(0)
+	if touchTimes || truncate || chmod {
+		if err := need(f.who, writeRole(n.kind), "change", n); err != nil {
+			return nil, err
+		}
+	}
 	if (touchTimes || truncate) && !n.writable() {
 		if n.isDir() {
 			return nil, fmt.Errorf("permission denied: cannot change directory %s", n.path)

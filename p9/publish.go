@@ -98,6 +98,7 @@ type upload struct {
 	n     *node
 	limit int
 	mode  atomic.Uint32 // executables: the mode they are published with
+	held  *atomic.Int64 // bytes held by its connection's uploads
 
 	created bool // made by a Tcreate: the file stays pending after close
 	trunc   bool // opened with OTRUNC
@@ -131,11 +132,11 @@ type committer interface {
 // waiting for the next open (Server.truncatePath), or when nothing is
 // published yet. An open with trunc empties the other open uploads of
 // the path too, as O_TRUNC does on Unix.
-func (s *Server) openUpload(n *node, trunc bool) *upload {
+func (s *Server) openUpload(n *node, trunc bool, held *atomic.Int64) *upload {
 	if s.takeTrunc(n.path) {
 		trunc = true
 	}
-	u := s.newUpload(n, defaultExecMode)
+	u := s.newUpload(n, defaultExecMode, held)
 	u.trunc = trunc
 	if trunc {
 		s.truncatePath(n.path, u)
@@ -159,15 +160,15 @@ func (s *Server) openUpload(n *node, trunc bool) *upload {
 	}
 	if !trunc {
 		u.buf = slices.Clone(cur)
-		s.uploadBytes.Add(int64(len(u.buf)))
+		u.account(int64(len(u.buf)))
 	}
 	return u
 }
 
 // newUpload makes an upload with an empty buffer and registers it as
 // pending, so walks find its file before it is published.
-func (s *Server) newUpload(n *node, mode uint32) *upload {
-	u := &upload{s: s, n: n, limit: jsonLimit}
+func (s *Server) newUpload(n *node, mode uint32, held *atomic.Int64) *upload {
+	u := &upload{s: s, n: n, limit: jsonLimit, held: held}
 	u.mode.Store(mode)
 	if n.kind == kTExec {
 		u.limit = s.b.MaxExecutable()
@@ -417,8 +418,14 @@ func (u *upload) take(off uint64, data []byte) (int, error) {
 	end := int(off) + len(data)
 	hadGap := u.gap
 	if grow := end - len(u.buf); grow > 0 {
+		if held := u.held.Add(int64(grow)); held > u.s.opt.MaxConnUploadBytes {
+			u.held.Add(-int64(grow))
+			u.failed = true
+			return 0, fmt.Errorf("this connection already holds %d bytes of unfinished uploads, the most one may: close some before writing more", held-int64(grow))
+		}
 		if held := u.s.uploadBytes.Add(int64(grow)); held > u.s.opt.MaxUploadBytes {
 			u.s.uploadBytes.Add(-int64(grow))
+			u.held.Add(-int64(grow))
 			u.failed = true // what it leaves is not what its writer meant
 			return 0, fmt.Errorf("this node already holds %d bytes of unfinished uploads, its limit: try again when others have closed", held-int64(grow))
 		}
@@ -430,7 +437,7 @@ func (u *upload) take(off uint64, data []byte) (int, error) {
 	}
 	undo := func() {
 		copy(u.buf[off:], saved)
-		u.s.uploadBytes.Add(-int64(len(u.buf) - oldLen))
+		u.account(-int64(len(u.buf) - oldLen))
 		u.buf = u.buf[:oldLen]
 		u.failed = true
 		u.gap = hadGap
@@ -511,7 +518,7 @@ func (u *upload) truncate() {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if !u.closed {
-		u.s.uploadBytes.Add(-int64(len(u.buf)))
+		u.account(-int64(len(u.buf)))
 		u.buf = u.buf[:0]
 		u.scan, u.scanned, u.gap = prefixScanner{}, 0, false
 	}
@@ -546,7 +553,7 @@ func (u *upload) publishAtClose() error {
 	u.closed = true
 	buf := u.buf
 	u.buf = nil
-	u.s.uploadBytes.Add(-int64(len(buf)))
+	u.account(-int64(len(buf)))
 	if !u.wrote || u.failed {
 		return nil
 	}
@@ -578,7 +585,7 @@ func (u *upload) publishAtClose() error {
 func (u *upload) close() {
 	u.mu.Lock()
 	u.closed = true
-	u.s.uploadBytes.Add(-int64(len(u.buf)))
+	u.account(-int64(len(u.buf)))
 	u.buf = nil
 	published, wrote := u.published, u.wrote
 	u.mu.Unlock()
@@ -592,4 +599,11 @@ func (u *upload) close() {
 	if u.trunc && !wrote && len(u.s.pendingUploads(u.n.path)) == 0 {
 		u.s.setTrunc(u.n.path)
 	}
+}
+
+// account adds delta to the bytes held by unfinished uploads, on the
+// server and on the upload's connection.
+func (u *upload) account(delta int64) {
+	u.s.uploadBytes.Add(delta)
+	u.held.Add(delta)
 }

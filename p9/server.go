@@ -45,6 +45,19 @@ type Options struct {
 	// nothing valid was published to it; also how long a truncation on
 	// a fid waits for the next open for writing (default 1 minute).
 	PendingTTL time.Duration
+
+	// Attach decides who an attach is from its attach name (a token, or
+	// "" for none) and the client's address (DESIGN §7). An error or
+	// RoleNone refuses the attach with "permission denied". Nil: every
+	// client is admin, as anon@ADDR.
+	Attach func(aname string, remote net.Addr) (Principal, error)
+	// MaxFids is how many fids one connection may hold (default 4096); an
+	// attach or walk past it fails with "too many fids".
+	MaxFids int
+	// MaxConnUploadBytes bounds what the unfinished uploads of one
+	// connection may hold (default the Backend's MaxExecutable plus 2
+	// MiB), so one client cannot take all of MaxUploadBytes.
+	MaxConnUploadBytes int64
 }
 
 // Server serves the tree of a Backend over 9P2000. It owns its listeners'
@@ -107,6 +120,16 @@ func NewServer(b Backend, opt Options) *Server {
 	}
 	if opt.PendingTTL <= 0 {
 		opt.PendingTTL = pendingTTL
+	}
+	if opt.MaxFids <= 0 {
+		opt.MaxFids = 4096
+	}
+	if opt.MaxConnUploadBytes <= 0 {
+		exe := b.MaxExecutable()
+		if exe <= 0 {
+			exe = defaultMaxExecutable
+		}
+		opt.MaxConnUploadBytes = int64(exe) + 2*jsonLimit
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{

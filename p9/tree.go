@@ -24,6 +24,7 @@ const (
 	kSession         // session/S/
 	kAgentDir        // session/S/agent/
 	kAgent           // session/S/agent/A/
+	kTokenDir        // token/
 
 	kTIdx       // t/idx
 	kTMeta      // t/NAME.meta
@@ -44,6 +45,9 @@ const (
 	kRev        // session/S/agent/A/toolsrv.rev
 	kPreamble   // session/S/agent/A/preamble
 	kCall       // session/S/agent/A/call
+	kTokenNew   // token/new
+	kTokenIdx   // token/idx
+	kTokenCtl   // token/ctl
 	nKinds
 )
 
@@ -59,6 +63,8 @@ var perms = [nKinds]uint32{
 	kWhere: 0o666, kSessNew: 0o666, kSessIdx: 0o444, kSessCtl: 0o222,
 	kAgentNew: 0o666, kAgentTools: 0o666, kAgentCtl: 0o666,
 	kLoaded: 0o444, kRev: 0o444, kPreamble: 0o444, kCall: 0o666,
+
+	kTokenDir: 0o555, kTokenNew: 0o666, kTokenIdx: 0o444, kTokenCtl: 0o222,
 }
 
 // node is one file or directory of the tree. Nodes are immutable and may be
@@ -130,10 +136,15 @@ var (
 	whereNode      = newNode(clusterDirNode, kWhere, "where")
 	sessNewNode    = newNode(sessionDirNode, kSessNew, "new")
 	sessIdxNode    = newNode(sessionDirNode, kSessIdx, "idx")
+	tokenDirNode   = newNode(rootNode, kTokenDir, "token")
+	tokenNewNode   = newNode(tokenDirNode, kTokenNew, "new")
+	tokenIdxNode   = newNode(tokenDirNode, kTokenIdx, "idx")
+	tokenCtlNode   = newNode(tokenDirNode, kTokenCtl, "ctl")
 
 	// rootChildren and the other fixed lists are sorted by name.
-	rootChildren    = []*node{aDirNode, clusterDirNode, eventsNode, nodeNode, sessionDirNode, tDirNode, toolsNode}
+	rootChildren    = []*node{aDirNode, clusterDirNode, eventsNode, nodeNode, sessionDirNode, tDirNode, tokenDirNode, toolsNode}
 	clusterChildren = []*node{membersNode, whereNode}
+	tokenChildren   = []*node{tokenCtlNode, tokenIdxNode, tokenNewNode}
 )
 
 // agentFiles are the files of session/S/agent/A, sorted by name.
@@ -198,6 +209,12 @@ func walk1(s *Server, n *node, name string) (*node, error) {
 		}
 	case kClusterDir:
 		for _, c := range clusterChildren {
+			if c.name == name {
+				return c, nil
+			}
+		}
+	case kTokenDir:
+		for _, c := range tokenChildren {
 			if c.name == name {
 				return c, nil
 			}
@@ -286,6 +303,8 @@ func (s *Server) children(n *node) ([]*node, error) {
 		return rootChildren, nil
 	case kClusterDir:
 		return clusterChildren, nil
+	case kTokenDir:
+		return tokenChildren, nil
 	case kTDir:
 		out = append(out, tIdxNode)
 		for _, name := range b.ToolNames() {

@@ -25,10 +25,21 @@ func defaultAddr() string {
 	return node.DefaultP9Addr
 }
 
-func mount(addr string) (*client.Fsys, error) {
-	fsys, err := client.Mount("tcp", addr)
+// mount attaches to the node at addr, presenting aname (a token, or ""
+// for none) as the attach name.
+func mount(addr, aname string) (*client.Fsys, error) {
+	c, err := client.Dial("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach a node at %s: %w", addr, err)
+	}
+	user := os.Getenv("USER")
+	if user == "" {
+		user = "none"
+	}
+	fsys, err := c.Attach(nil, user, aname)
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("attach to %s: %w", addr, err)
 	}
 	return fsys, nil
 }
@@ -48,7 +59,7 @@ func ninep(args []string) error {
 	if len(args) != 2 {
 		return errors.New("usage: toolnode 9p [ADDR] ls|read|write|rdwr PATH")
 	}
-	fsys, err := mount(*addr)
+	fsys, err := mount(*addr, os.Getenv("TOOLNODE_TOKEN"))
 	if err != nil {
 		return err
 	}
@@ -206,7 +217,7 @@ func call(args []string) error {
 	if fs.NArg() == 2 {
 		argJSON = fs.Arg(1)
 	}
-	fsys, err := mount(*addr)
+	fsys, err := mount(*addr, os.Getenv("TOOLNODE_TOKEN"))
 	if err != nil {
 		return err
 	}

@@ -196,7 +196,7 @@ func (e *env) childEnv() []string {
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		switch k {
-		case "XDG_CONFIG_HOME", "OLLIE_TOOLS_PATH", "TOOLNODE_ADDR":
+		case "XDG_CONFIG_HOME", "OLLIE_TOOLS_PATH", "TOOLNODE_ADDR", "TOOLNODE_TOKEN":
 			continue
 		}
 		out = append(out, kv)
@@ -674,7 +674,7 @@ func (s *suite) testRoot(t *testing.T) {
 	t.Parallel()
 	fsys := attach9(t, addr)
 	got := lsDir(t, fsys, "/")
-	if w := []string{"a", "cluster", "events", "node", "session", "t", "tools"}; !slices.Equal(got, w) {
+	if w := []string{"a", "cluster", "events", "node", "session", "t", "token", "tools"}; !slices.Equal(got, w) {
 		t.Fatalf("ls / = %q, want %q", got, w)
 	}
 	// Generated files report length 0; t/idx its true length.
@@ -866,7 +866,7 @@ func (s *suite) testBad9p(t *testing.T) {
 func (s *suite) testCliRead(t *testing.T) {
 	e, addr := s.e, s.addr
 	t.Parallel()
-	if got := runCLI(t, e, "", "9p", addr, "ls", "/"); got != "a/\ncluster/\nevents\nnode\nsession/\nt/\ntools\n" {
+	if got := runCLI(t, e, "", "9p", addr, "ls", "/"); got != "a/\ncluster/\nevents\nnode\nsession/\nt/\ntoken/\ntools\n" {
 		t.Errorf("toolnode 9p ls / = %q", got)
 	}
 	if got := runCLI(t, e, "", "9p", addr, "read", "node"); !strings.HasPrefix(got, "name e2e\n") {

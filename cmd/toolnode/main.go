@@ -15,6 +15,7 @@ const usage = `usage:
   toolnode 9p ADDR ls|read|write|rdwr PATH a small 9P client, like plan9port's 9p
   toolnode call [-a ADDR] [-session S -agent A] NAME [JSON]
   toolnode mcp [-a ADDR] [-profile P]     an MCP server on stdin/stdout for one agent
+  toolnode token [-a ADDR] [-data DIR] new -role ROLE NAME | ls | revoke NAME
   toolnode keygen                          print a new gossip key
 `
 
@@ -34,6 +35,8 @@ func main() {
 		err = call(args)
 	case "mcp":
 		err = mcpStdio(args)
+	case "token":
+		err = token(args)
 	case "keygen":
 		err = keygen()
 	case "help":

@@ -30,7 +30,7 @@ func mcpStdio(args []string) error {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	logger := log.New(os.Stderr, "toolnode mcp: ", log.LstdFlags)
-	fsys, err := mount(*addr)
+	fsys, err := mount(*addr, os.Getenv("TOOLNODE_TOKEN"))
 	if err != nil {
 		return err
 	}
