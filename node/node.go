@@ -94,6 +94,7 @@ func New(cfg Config) (n *Node, err error) {
 	}
 	n.catalog = newCatalog(host, cfg.Name)
 	n.fsm = raftfsm.New(n)
+	n.fsm.SetLogf(n.logger.Printf)
 	started := n // returns below set n to nil before this runs
 	defer func() {
 		if err != nil {
@@ -511,7 +512,7 @@ func retryable(err error) bool {
 
 func (n *Node) applyOnce(data []byte, timeout time.Duration) (raftfsm.Result, error) {
 	if n.raft.State() == raft.Leader {
-		r, _, err := n.applyHere(data, timeout)
+		r, _, err := n.applyHere(data, timeout, "this node")
 		return r, err
 	}
 	addr, _ := n.raft.LeaderWithID()
@@ -535,8 +536,15 @@ func (n *Node) applyOnce(data []byte, timeout time.Duration) (raftfsm.Result, er
 }
 
 // applyHere applies a command on this node, which must be the leader, and
-// returns its result and log index.
-func (n *Node) applyHere(data []byte, timeout time.Duration) (raftfsm.Result, uint64, error) {
+// returns its result and log index. Every command, proposed here or
+// forwarded (from names its sender for the log), is validated first: an
+// invalid one is refused with an error wrapping raftfsm.ErrInvalid and a
+// log line, and never appended to the log.
+func (n *Node) applyHere(data []byte, timeout time.Duration, from string) (raftfsm.Result, uint64, error) {
+	if err := raftfsm.Validate(data); err != nil {
+		n.logger.Printf("refused a command from %s: %v", from, err)
+		return raftfsm.Result{}, 0, err
+	}
 	f := n.raft.Apply(data, timeout)
 	if err := f.Error(); err != nil {
 		switch {

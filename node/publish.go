@@ -18,7 +18,7 @@ import (
 // MaxExecutable is the largest executable the cluster replicates. A
 // bigger one is not published (the tool's metadata is), with a log line;
 // the node that has it still runs it from its tools directory.
-const MaxExecutable = 16 << 20
+const MaxExecutable = raftfsm.MaxExecutable
 
 // publishBatch bounds how many tools one Raft command carries.
 const publishBatch = 512
