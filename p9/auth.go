@@ -40,3 +40,10 @@ type Principal struct {
 	Name string
 	Role Role
 }
+
+// principal is who a connection attaches as, given the attach name
+// (aname). Until tokens exist every connection is anonymous, named after
+// its remote address, with every role.
+func (s *Server) principal(c *conn, aname string) Principal {
+	return Principal{Name: "anon@" + c.nc.RemoteAddr().String(), Role: RoleAdmin}
+}

@@ -54,6 +54,18 @@ type conn struct {
 	mu   sync.Mutex
 	tags map[uint16]*req
 	fids map[uint32]*fid
+	who  Principal // set by Tattach
+	b    Backend   // Options.Bind's for who; nil: the server's
+}
+
+// backend is the Backend the connection's requests go to.
+func (c *conn) backend() Backend {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.b != nil {
+		return c.b
+	}
+	return c.s.b
 }
 
 // req is one request in flight.

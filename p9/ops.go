@@ -136,10 +136,16 @@ func (c *conn) attach(fc *proto.TAttach) ([]byte, error) {
 	if fc.Afid != noFid {
 		return nil, errNoAuth()
 	}
+	p := c.s.principal(c, fc.Aname)
+	var b Backend
+	if c.s.opt.Bind != nil {
+		b = c.s.opt.Bind(p)
+	}
 	c.mu.Lock()
 	_, used := c.fids[fc.Fid]
 	if !used {
 		c.fids[fc.Fid] = &fid{n: rootNode}
+		c.who, c.b = p, b
 	}
 	c.mu.Unlock()
 	if used {
@@ -250,8 +256,8 @@ func (c *conn) open(fc *proto.TOpen) ([]byte, error) {
 	}
 	var h handle
 	if wantWrite && isUpload(n.kind) {
-		h = c.s.openUpload(n, mode&proto.Otrunc != 0)
-	} else if h, err = c.s.openHandle(n); err != nil {
+		h = c.s.openUpload(c.backend(), n, mode&proto.Otrunc != 0)
+	} else if h, err = c.s.openHandle(c.backend(), n); err != nil {
 		return nil, err
 	}
 	f.h, f.omode = h, mode
@@ -347,7 +353,7 @@ func (c *conn) remove(fc *proto.TRemove) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	n, b := f.n, c.s.b
+	n, b := f.n, c.backend()
 	switch n.kind {
 	case kSession:
 		return nil, fmt.Errorf("cannot remove session %q this way: write \"kill\" to session/%s/ctl", n.sess, n.sess)
@@ -412,7 +418,7 @@ func (c *conn) create(fc *proto.TCreate) ([]byte, error) {
 	if h, _ := f.handle(); h != nil {
 		return nil, fmt.Errorf("fid %d is open; create from an unopened fid of %s", fc.Fid, n.path)
 	}
-	u := c.s.newUpload(child, fc.Perm&0o777)
+	u := c.s.newUpload(c.backend(), child, fc.Perm&0o777)
 	// The fid becomes the new file: a new fid replaces it in the table,
 	// and the old one is marked gone so a racing open fails.
 	c.mu.Lock()
@@ -482,7 +488,7 @@ func (c *conn) wstat(fc *proto.TWstat) ([]byte, error) {
 		return nil, fmt.Errorf("%s can only be truncated to length 0", n.path)
 	}
 	if chmod {
-		if err := c.s.chmodExec(n, st.Mode&0o777); err != nil {
+		if err := c.s.chmodExec(c.backend(), n, st.Mode&0o777); err != nil {
 			return nil, err
 		}
 	}

@@ -94,6 +94,7 @@ func createNode(dir *node, name string, perm uint32) (*node, error) {
 // serialized by mu.
 type upload struct {
 	s     *Server
+	b     Backend // publishes what the fid wrote
 	n     *node
 	limit int
 	mode  atomic.Uint32 // executables: the mode they are published with
@@ -120,9 +121,8 @@ type committer interface {
 
 // openUpload opens n for writing. Its buffer starts as the published
 // content, or empty when trunc is set or nothing is published yet.
-func (s *Server) openUpload(n *node, trunc bool) *upload {
-	u := s.newUpload(n, defaultExecMode)
-	b := s.b
+func (s *Server) openUpload(b Backend, n *node, trunc bool) *upload {
+	u := s.newUpload(b, n, defaultExecMode)
 	var cur []byte
 	switch n.kind {
 	case kTMeta:
@@ -148,11 +148,11 @@ func (s *Server) openUpload(n *node, trunc bool) *upload {
 
 // newUpload makes an upload with an empty buffer and registers it as
 // pending, so walks find its file before it is published.
-func (s *Server) newUpload(n *node, mode uint32) *upload {
-	u := &upload{s: s, n: n, limit: jsonLimit}
+func (s *Server) newUpload(b Backend, n *node, mode uint32) *upload {
+	u := &upload{s: s, b: b, n: n, limit: jsonLimit}
 	u.mode.Store(mode)
 	if n.kind == kTExec {
-		u.limit = s.b.MaxExecutable()
+		u.limit = b.MaxExecutable()
 		if u.limit <= 0 {
 			u.limit = defaultMaxExecutable
 		}
@@ -204,22 +204,22 @@ func (s *Server) execMode(n *node) uint32 {
 
 // chmodExec is a Twstat of t/NAME's mode: open uploads of the file will
 // publish with it, and a published executable is published again with it.
-func (s *Server) chmodExec(n *node, perm uint32) error {
+func (s *Server) chmodExec(b Backend, n *node, perm uint32) error {
 	ups := s.pendingUploads(n.path)
 	for _, u := range ups {
 		u.mode.Store(perm)
 	}
-	exe, ok := s.b.ToolExecutable(n.arg)
+	exe, ok := b.ToolExecutable(n.arg)
 	if !ok {
 		if len(ups) > 0 {
 			return nil
 		}
 		return fmt.Errorf("tool %q has no published executable", n.arg)
 	}
-	if m, ok := s.b.ToolExecMode(n.arg); ok && m&0o777 == perm {
+	if m, ok := b.ToolExecMode(n.arg); ok && m&0o777 == perm {
 		return nil
 	}
-	return s.b.PublishToolExec(n.arg, exe, perm)
+	return b.PublishToolExec(n.arg, exe, perm)
 }
 
 // limitErr is the error of a write past an upload's limit.
@@ -310,9 +310,9 @@ func wholeJSON(buf []byte) ([]byte, bool) {
 func (u *upload) publishJSON(doc []byte) error {
 	var err error
 	if u.n.kind == kTMeta {
-		err = u.s.b.PublishToolMeta(u.n.arg, slices.Clone(doc))
+		err = u.b.PublishToolMeta(u.n.arg, slices.Clone(doc))
 	} else {
-		err = u.s.b.PublishProfile(u.n.arg, slices.Clone(doc))
+		err = u.b.PublishProfile(u.n.arg, slices.Clone(doc))
 	}
 	if err == nil {
 		u.sent = slices.Clone(doc)
@@ -347,7 +347,7 @@ func (u *upload) commit() error {
 		return nil
 	}
 	if u.n.kind == kTExec {
-		return u.s.b.PublishToolExec(u.n.arg, buf, u.mode.Load())
+		return u.b.PublishToolExec(u.n.arg, buf, u.mode.Load())
 	}
 	doc := bytes.TrimSpace(buf)
 	if u.sent != nil && bytes.Equal(doc, u.sent) {

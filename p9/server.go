@@ -37,6 +37,12 @@ type Options struct {
 	// EventWait is how long a read of events waits for an event before
 	// it returns 0 bytes (default 5s).
 	EventWait time.Duration
+	// Bind, if set, gives the Backend a connection serves once it has
+	// attached as principal p (nil: the server's own). Every request that
+	// opens a file, writes, creates, removes or changes a mode goes to it;
+	// walks, stat and directory listings read the server's Backend. The
+	// node binds a Backend that records who did what in its audit log.
+	Bind func(p Principal) Backend
 }
 
 // Server serves the tree of a Backend over 9P2000. It owns its listeners'
