@@ -19,6 +19,7 @@ type Record struct {
 	Time     time.Time     // when the action started
 	Node     string        // the node that served it
 	Who      string        // a token's name, anon@ADDR, or node:NAME
+	Via      string        // the node a routed call came from, if any
 	Action   string        // publish, withdraw, session, call, ...
 	Target   string        // what it acted on: a tool, session, agent
 	Err      error         // nil: the action succeeded
@@ -30,6 +31,7 @@ type line struct {
 	Time       string  `json:"time"`
 	Node       string  `json:"node"`
 	Who        string  `json:"who"`
+	Via        string  `json:"via,omitempty"`
 	Action     string  `json:"action"`
 	Target     string  `json:"target"`
 	Result     string  `json:"result"`
@@ -87,6 +89,7 @@ func (l *Log) Write(r Record) {
 		Time:       r.Time.UTC().Format(time.RFC3339Nano),
 		Node:       r.Node,
 		Who:        r.Who,
+		Via:        r.Via,
 		Action:     r.Action,
 		Target:     r.Target,
 		Result:     "ok",

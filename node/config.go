@@ -35,6 +35,7 @@ type Config struct {
 	TLSCA       string
 
 	CallTimeout time.Duration // default 30s
+	AuditFile   string        // the audit log (-audit); "" = none
 	Yolo        bool          // run tools without the sandbox
 
 	// ResolveEvery is how often variants are re-resolved against the host

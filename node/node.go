@@ -19,6 +19,7 @@ import (
 	wal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/metadb"
 
+	"github.com/toolnode/toolnode/audit"
 	"github.com/toolnode/toolnode/cluster"
 	"github.com/toolnode/toolnode/p9"
 	"github.com/toolnode/toolnode/raftfsm"
@@ -60,6 +61,7 @@ type Node struct {
 	events  *eventLog
 	runner  *registry.Runner
 	sandbox string // how tools are run, for the node file
+	audit   *audit.Log // nil: no audit log
 
 	pub       publisher
 	reconcile chan struct{} // membership changed: the leader reconciles
@@ -109,6 +111,11 @@ func New(cfg Config) (n *Node, err error) {
 	}
 	if n.tls, err = loadClusterTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSCA); err != nil {
 		return nil, err
+	}
+	if cfg.AuditFile != "" {
+		if n.audit, err = audit.Open(cfg.AuditFile, n.logger.Printf); err != nil {
+			return nil, err
+		}
 	}
 	n.setupRunner()
 	if err := n.startP9Listener(); err != nil {
@@ -453,7 +460,11 @@ func (n *Node) startP9Listener() error {
 
 // startP9 serves the tree on the listener opened at start.
 func (n *Node) startP9() {
-	n.p9 = p9.NewServer(n, p9.Options{Logf: n.logger.Printf})
+	opt := p9.Options{Logf: n.logger.Printf}
+	if n.audit != nil {
+		opt.Bind = n.bind
+	}
+	n.p9 = p9.NewServer(n, opt)
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
@@ -611,6 +622,10 @@ func (n *Node) Close() error {
 			if err := n.walMeta.Close(); err != nil && n.closeErr == nil {
 				n.closeErr = fmt.Errorf("raft log metadata close: %w", err)
 			}
+		}
+		// The audit log last: everything that records has stopped.
+		if err := n.audit.Close(); err != nil && n.closeErr == nil {
+			n.closeErr = err
 		}
 	})
 	return n.closeErr
