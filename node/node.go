@@ -60,7 +60,7 @@ type Node struct {
 	catalog *catalog
 	events  *eventLog
 	runner  *registry.Runner
-	sandbox string // how tools are run, for the node file
+	sandbox string     // how tools are run, for the node file
 	audit   *audit.Log // nil: no audit log
 
 	pub       publisher
