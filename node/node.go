@@ -60,8 +60,7 @@ type Node struct {
 	catalog *catalog
 	events  *eventLog
 	runner  *registry.Runner
-	sandbox string     // how tools are run, for the node file
-	audit   *audit.Log // nil: no audit log
+	sandbox string // how tools are run, for the node file
 
 	pub       publisher
 	reconcile chan struct{} // membership changed: the leader reconciles
@@ -73,6 +72,8 @@ type Node struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	audit *audit.Log // Config.AuditFile; nil: none
 }
 
 // New starts a node: Raft on its data directory, gossip, the publisher of
