@@ -13,7 +13,10 @@
 // node that can (route.go). The cluster port carries Raft, forwarded
 // writes, routed calls and the leader's reachability check, told apart by
 // their first byte (mux.go), under mutual TLS when configured
-// (tlsconfig.go).
+// (tlsconfig.go). With Config.AuditFile, every 9P connection is served
+// through a Backend that records its state changes and calls with the
+// connection's principal, and the node records its own publications and
+// the calls routed to it (audit.go).
 //
 // Only node sees every other package; the others stay ignorant of each
 // other (registry ← raftfsm; p9 and cluster stand alone).
