@@ -65,7 +65,7 @@ func Test_InMem_PoisonedEntrySkipped(t *testing.T) {
 // it, and appends nothing.
 func Test_InMem_InvalidCommandRefused(t *testing.T) {
 	t.Parallel()
-	c := newInmemCluster(t, 0, "n1", "n2", "n3")
+	c := newInmemCluster(t, 0, "n1", "n2")
 	all := c.up()
 	l := c.waitLeader(all...)
 	follower := c.node(others(all, l.Name())[0])
