@@ -20,7 +20,7 @@ type Record struct {
 	Node     string        // the node that served it
 	Who      string        // a token's name, anon@ADDR, or node:NAME
 	Via      string        // the node a routed call came from, if any
-	Action   string        // publish, withdraw, session, call, ...
+	Action   string        // publish-meta, new-session, load, call, ...
 	Target   string        // what it acted on: a tool, session, agent
 	Err      error         // nil: the action succeeded
 	Duration time.Duration // how long it took
