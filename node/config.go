@@ -38,6 +38,7 @@ type Config struct {
 	MetricsAddr string // /metrics, /healthz, /readyz (loopback); "" = off
 
 	CallTimeout time.Duration // default 30s
+	AuditFile   string        // the audit log (-audit); "" = none
 	Yolo        bool          // run tools without the sandbox
 
 	// P9Anon is the role of a 9P attach without a token: none, read,

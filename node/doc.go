@@ -15,7 +15,10 @@
 // their first byte (mux.go), under mutual TLS when configured
 // (tlsconfig.go). It checks 9P attaches against the tokens in its FSM,
 // serves token/, ends a revoked token's connections and makes its own
-// admin token at first start (tokens.go).
+// admin token at first start (tokens.go). With Config.AuditFile, every
+// 9P fid is served through a Backend that records its state changes and
+// calls with the fid's principal, and the node records its own
+// publications and the calls routed to it (audit.go).
 //
 // Only node sees every other package; the others stay ignorant of each
 // other (registry ← raftfsm; p9 and cluster stand alone).

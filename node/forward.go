@@ -122,7 +122,7 @@ func (n *Node) serveForward(c net.Conn) {
 		var resp fwdResponse
 		if n.raft.State() != raft.Leader {
 			resp.Err, resp.Kind = "this node is no longer the leader", "notleader"
-		} else if r, index, err := n.applyHere(req.Cmd, applyTimeout); err != nil {
+		} else if r, index, err := n.applyHere(req.Cmd, applyTimeout, "node at "+c.RemoteAddr().String()); err != nil {
 			resp.Err, resp.Kind = err.Error(), errKind(err)
 		} else {
 			resp.Index, resp.Name = index, r.Name

@@ -20,6 +20,7 @@ import (
 	wal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/metadb"
 
+	"github.com/toolnode/toolnode/audit"
 	"github.com/toolnode/toolnode/cluster"
 	"github.com/toolnode/toolnode/metrics"
 	"github.com/toolnode/toolnode/p9"
@@ -78,6 +79,8 @@ type Node struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	audit *audit.Log // Config.AuditFile; nil: none
 }
 
 // New starts a node: Raft on its data directory, gossip, the publisher of
@@ -104,6 +107,7 @@ func New(cfg Config) (n *Node, err error) {
 	}
 	n.catalog = newCatalog(host, cfg.Name)
 	n.fsm = raftfsm.New(n)
+	n.fsm.SetLogf(n.logger.Printf)
 	started := n // returns below set n to nil before this runs
 	defer func() {
 		if err != nil {
@@ -118,6 +122,11 @@ func New(cfg Config) (n *Node, err error) {
 	}
 	if n.tls, err = loadClusterTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSCA); err != nil {
 		return nil, err
+	}
+	if cfg.AuditFile != "" {
+		if n.audit, err = audit.Open(cfg.AuditFile, n.logger.Printf); err != nil {
+			return nil, err
+		}
 	}
 	n.setupRunner()
 	if err := n.startP9Listener(); err != nil {
@@ -502,6 +511,9 @@ func (n *Node) startP9() {
 	if n.metrics != nil {
 		opt.Observe = n.metrics.Op
 	}
+	if n.audit != nil {
+		opt.Bind = n.bind
+	}
 	n.p9 = p9.NewServer(n, opt)
 	n.p9srv.Store(n.p9)
 	n.wg.Add(1)
@@ -562,7 +574,7 @@ func retryable(err error) bool {
 
 func (n *Node) applyOnce(data []byte, timeout time.Duration) (raftfsm.Result, error) {
 	if n.raft.State() == raft.Leader {
-		r, _, err := n.applyHere(data, timeout)
+		r, _, err := n.applyHere(data, timeout, "this node")
 		return r, err
 	}
 	addr, _ := n.raft.LeaderWithID()
@@ -586,8 +598,15 @@ func (n *Node) applyOnce(data []byte, timeout time.Duration) (raftfsm.Result, er
 }
 
 // applyHere applies a command on this node, which must be the leader, and
-// returns its result and log index.
-func (n *Node) applyHere(data []byte, timeout time.Duration) (raftfsm.Result, uint64, error) {
+// returns its result and log index. Every command, proposed here or
+// forwarded (from names its sender for the log), is validated first: an
+// invalid one is refused with an error wrapping raftfsm.ErrInvalid and a
+// log line, and never appended to the log.
+func (n *Node) applyHere(data []byte, timeout time.Duration, from string) (raftfsm.Result, uint64, error) {
+	if err := raftfsm.Validate(data); err != nil {
+		n.logger.Printf("refused a command from %s: %v", from, err)
+		return raftfsm.Result{}, 0, err
+	}
 	f := n.raft.Apply(data, timeout)
 	if err := f.Error(); err != nil {
 		switch {
@@ -657,6 +676,10 @@ func (n *Node) Close() error {
 			if err := n.walMeta.Close(); err != nil && n.closeErr == nil {
 				n.closeErr = fmt.Errorf("raft log metadata close: %w", err)
 			}
+		}
+		// The audit log last: everything that records has stopped.
+		if err := n.audit.Close(); err != nil && n.closeErr == nil {
+			n.closeErr = err
 		}
 	})
 	return n.closeErr

@@ -18,7 +18,7 @@ import (
 // MaxExecutable is the largest executable the cluster replicates. A
 // bigger one is not published (the tool's metadata is), with a log line;
 // the node that has it still runs it from its tools directory.
-const MaxExecutable = 16 << 20
+const MaxExecutable = raftfsm.MaxExecutable
 
 // publishBatch bounds how many tools one Raft command carries.
 const publishBatch = 512
@@ -212,14 +212,14 @@ func (n *Node) syncTools() bool {
 	for len(specs) > 0 {
 		k := min(len(specs), publishBatch)
 		cmd := raftfsm.PublishTools{Owner: n.cfg.Name, Origin: raftfsm.OriginDir, Time: time.Now().UnixNano(), Tools: specs[:k]}
-		if _, err := n.apply(raftfsm.CmdPublishTools, cmd); err != nil {
+		if _, err := n.applyOwn("publish-tools", toolNames(specs[:k]), raftfsm.CmdPublishTools, cmd); err != nil {
 			n.logger.Printf("tools: publishing %d tools failed: %v (will retry)", k, err)
 			return false
 		}
 		specs = specs[k:]
 	}
 	if len(gone) > 0 {
-		if _, err := n.apply(raftfsm.CmdWithdrawTools, raftfsm.WithdrawTools{Owner: n.cfg.Name, Origin: raftfsm.OriginDir, Names: gone}); err != nil {
+		if _, err := n.applyOwn("withdraw-tools", gone, raftfsm.CmdWithdrawTools, raftfsm.WithdrawTools{Owner: n.cfg.Name, Origin: raftfsm.OriginDir, Names: gone}); err != nil {
 			n.logger.Printf("tools: withdrawing %s failed: %v (will retry)", strings.Join(gone, ", "), err)
 			return false
 		}
@@ -287,13 +287,13 @@ func (n *Node) syncProfiles() bool {
 		}
 	}
 	if len(specs) > 0 {
-		if _, err := n.apply(raftfsm.CmdPublishProfiles, raftfsm.PublishProfiles{Owner: n.cfg.Name, Origin: raftfsm.OriginDir, Profiles: specs, Time: nowNano()}); err != nil {
+		if _, err := n.applyOwn("publish-profiles", profileNames(specs), raftfsm.CmdPublishProfiles, raftfsm.PublishProfiles{Owner: n.cfg.Name, Origin: raftfsm.OriginDir, Profiles: specs, Time: nowNano()}); err != nil {
 			n.logger.Printf("agents: publishing profiles failed: %v (will retry)", err)
 			return false
 		}
 	}
 	if len(gone) > 0 {
-		if _, err := n.apply(raftfsm.CmdWithdrawProfiles, raftfsm.WithdrawProfiles{Owner: n.cfg.Name, Origin: raftfsm.OriginDir, Names: gone}); err != nil {
+		if _, err := n.applyOwn("withdraw-profiles", gone, raftfsm.CmdWithdrawProfiles, raftfsm.WithdrawProfiles{Owner: n.cfg.Name, Origin: raftfsm.OriginDir, Names: gone}); err != nil {
 			n.logger.Printf("agents: withdrawing profiles failed: %v (will retry)", err)
 			return false
 		}

@@ -41,6 +41,10 @@ type callRequest struct {
 	Tool    string          `json:"tool"`
 	Args    json.RawMessage `json:"args"`
 	Index   uint64          `json:"index"`
+	// From is the calling node, Who the principal it called for (for the
+	// audit log of the node that runs it).
+	From string `json:"from,omitempty"`
+	Who  string `json:"who,omitempty"`
 }
 
 type callResponse struct {
@@ -112,7 +116,7 @@ func (n *Node) callElsewhere(ctx context.Context, session, agent, tool string, a
 	if len(cands) == 0 {
 		return nil, fmt.Errorf("no live node can run tool %q: no live host matches its variants", tool)
 	}
-	req := callRequest{Session: session, Agent: agent, Tool: tool, Args: args, Index: n.fsm.LastIndex()}
+	req := callRequest{Session: session, Agent: agent, Tool: tool, Args: args, Index: n.fsm.LastIndex(), From: n.cfg.Name, Who: whoOf(ctx)}
 	var lastErr error
 	for _, c := range n.route.order(cands) {
 		start := time.Now()
@@ -180,7 +184,9 @@ func (n *Node) serveCall(c net.Conn) {
 		cancel()
 	}()
 	resp := callResponse{}
+	start := time.Now()
 	out, err := n.runRouted(ctx, req)
+	n.recordRouted(start, req, err)
 	if err != nil {
 		resp.Err = err.Error()
 	} else {

@@ -18,6 +18,12 @@ import (
 // matching), with its own tools directory.
 func startHost(t testing.TB, name, root string, binaries []string, join ...string) *Node {
 	t.Helper()
+	return startHostWith(t, name, root, binaries, nil, join...)
+}
+
+// startHostWith is startHost with a change to the node's Config.
+func startHostWith(t testing.TB, name, root string, binaries []string, mod func(*Config), join ...string) *Node {
+	t.Helper()
 	host := registry.LocalHost()
 	has := map[string]bool{}
 	for _, b := range binaries {
@@ -36,6 +42,9 @@ func startHost(t testing.TB, name, root string, binaries []string, join ...strin
 		GossipAddr: "127.0.0.1:0", Join: join, Host: &host,
 		P9Listener: listen(t), ClusterListener: listen(t),
 		Debounce: 20 * time.Millisecond, LogOutput: testWriter{t},
+	}
+	if mod != nil {
+		mod(&cfg)
 	}
 	n, err := New(cfg)
 	if err != nil {

@@ -56,7 +56,8 @@ type conn struct {
 	fids map[uint32]*fid
 	who  map[string]bool // names attached as, for DropPrincipal
 
-	uploadBytes atomic.Int64 // held by this connection's unfinished uploads
+	uploadBytes atomic.Int64          // held by this connection's unfinished uploads
+	bound       map[Principal]Backend // Options.Bind's Backend for each principal attached as
 }
 
 // req is one request in flight.
@@ -414,4 +415,24 @@ func (c *conn) clunkAll() {
 	for _, f := range fids {
 		c.s.release(f, false)
 	}
+}
+
+// backendFor is the Backend the requests of a fid attached as who go to:
+// Options.Bind's for who (made once per principal on a connection), or
+// the server's own.
+func (c *conn) backendFor(who Principal) Backend {
+	if c.s.opt.Bind == nil {
+		return c.s.b
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, ok := c.bound[who]
+	if !ok {
+		b = c.s.opt.Bind(who)
+		if c.bound == nil {
+			c.bound = map[Principal]Backend{}
+		}
+		c.bound[who] = b
+	}
+	return b
 }

@@ -16,8 +16,7 @@ import (
 // openHandle makes the per-fid state of an opened node. Read-only files
 // take their snapshot here, so an open of a file that cannot be read (a
 // killed agent's preamble) fails at the open.
-func (s *Server) openHandle(n *node) (handle, error) {
-	b := s.b
+func (s *Server) openHandle(b Backend, n *node) (handle, error) {
 	switch n.kind {
 	case kRoot, kTDir, kADir, kClusterDir, kSessionDir, kSession, kAgentDir, kAgent:
 		return newDirHandle(s, n)
@@ -74,7 +73,7 @@ func (s *Server) openHandle(n *node) (handle, error) {
 	case kEvents:
 		return newEvents(s), nil
 	case kCall:
-		return newCall(s, n), nil
+		return newCall(s, b, n), nil
 	case kTools:
 		return &answer{
 			run: perLine(func(_ *req, name string) ([]byte, error) {
@@ -506,6 +505,7 @@ const callLimit = 1 << 20
 // stops when flushed, and close cancels the running call.
 type call struct {
 	s *Server
+	b Backend
 	n *node
 
 	lock    chan struct{} // a mutex a flushed request can stop waiting for
@@ -518,9 +518,9 @@ type call struct {
 	cancel context.CancelFunc
 }
 
-func newCall(s *Server, n *node) *call {
+func newCall(s *Server, b Backend, n *node) *call {
 	ctx, cancel := context.WithCancel(s.ctx)
-	return &call{s: s, n: n, lock: make(chan struct{}, 1), ctx: ctx, cancel: cancel}
+	return &call{s: s, b: b, n: n, lock: make(chan struct{}, 1), ctx: ctx, cancel: cancel}
 }
 
 // acquire takes the call's lock unless the request is cancelled first.
@@ -576,7 +576,7 @@ func (c *call) write(r *req, off uint64, data []byte) (int, error) {
 	c.pending = nil
 	ctx, stop := mergeCancel(r.context(), c.ctx)
 	defer stop()
-	out, err := c.s.b.Call(ctx, c.n.sess, c.n.agent, name, args)
+	out, err := c.b.Call(ctx, c.n.sess, c.n.agent, name, args)
 	if err != nil {
 		c.out, c.has = nil, false
 		return 0, agentErr(c.n, err)

@@ -328,12 +328,12 @@ func (c *conn) open(fc *proto.TOpen) ([]byte, error) {
 	}
 	var h handle
 	if wantWrite && isUpload(n.kind) {
-		h = c.s.openUpload(n, mode&proto.Otrunc != 0, &c.uploadBytes)
+		h = c.s.openUpload(c.backendFor(f.who), n, mode&proto.Otrunc != 0, &c.uploadBytes)
 	} else if readRole(n.kind) == RoleAdmin {
 		if h, err = c.s.openToken(n, f.who); err != nil {
 			return nil, err
 		}
-	} else if h, err = c.s.openHandle(n); err != nil {
+	} else if h, err = c.s.openHandle(c.backendFor(f.who), n); err != nil {
 		return nil, err
 	}
 	f.h, f.omode = h, mode
@@ -429,7 +429,7 @@ func (c *conn) remove(fc *proto.TRemove) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	n, b := f.n, c.s.b
+	n, b := f.n, c.backendFor(f.who)
 	if err := need(f.who, writeRole(n.kind), "remove", n); err != nil {
 		return nil, err
 	}
@@ -509,7 +509,7 @@ func (c *conn) create(fc *proto.TCreate) ([]byte, error) {
 	if err := c.s.markCreated(child.path); err != nil {
 		return nil, err
 	}
-	u := c.s.newUpload(child, defaultExecMode, &c.uploadBytes)
+	u := c.s.newUpload(c.backendFor(f.who), child, defaultExecMode, &c.uploadBytes)
 	u.created = true
 	// The fid becomes the new file: a new fid replaces it in the table,
 	// and the old one is marked gone so a racing open fails.
@@ -594,7 +594,7 @@ func (c *conn) wstat(fc *proto.TWstat) ([]byte, error) {
 		return nil, fmt.Errorf("invalid length: %s can only be truncated to length 0", n.path)
 	}
 	if chmod {
-		if err := c.s.chmodExec(n, st.Mode&0o777); err != nil {
+		if err := c.s.chmodExec(c.backendFor(f.who), n, st.Mode&0o777); err != nil {
 			return nil, err
 		}
 	}

@@ -95,6 +95,7 @@ func createNode(dir *node, name string, perm uint32) (*node, error) {
 // serialized by mu.
 type upload struct {
 	s     *Server
+	b     Backend // publishes what the fid wrote
 	n     *node
 	limit int
 	mode  atomic.Uint32 // executables: the mode they are published with
@@ -132,16 +133,15 @@ type committer interface {
 // waiting for the next open (Server.truncatePath), or when nothing is
 // published yet. An open with trunc empties the other open uploads of
 // the path too, as O_TRUNC does on Unix.
-func (s *Server) openUpload(n *node, trunc bool, held *atomic.Int64) *upload {
+func (s *Server) openUpload(b Backend, n *node, trunc bool, held *atomic.Int64) *upload {
 	if s.takeTrunc(n.path) {
 		trunc = true
 	}
-	u := s.newUpload(n, defaultExecMode, held)
+	u := s.newUpload(b, n, defaultExecMode, held)
 	u.trunc = trunc
 	if trunc {
 		s.truncatePath(n.path, u)
 	}
-	b := s.b
 	var cur []byte
 	switch n.kind {
 	case kTMeta:
@@ -167,11 +167,11 @@ func (s *Server) openUpload(n *node, trunc bool, held *atomic.Int64) *upload {
 
 // newUpload makes an upload with an empty buffer and registers it as
 // pending, so walks find its file before it is published.
-func (s *Server) newUpload(n *node, mode uint32, held *atomic.Int64) *upload {
-	u := &upload{s: s, n: n, limit: jsonLimit, held: held}
+func (s *Server) newUpload(b Backend, n *node, mode uint32, held *atomic.Int64) *upload {
+	u := &upload{s: s, b: b, n: n, limit: jsonLimit, held: held}
 	u.mode.Store(mode)
 	if n.kind == kTExec {
-		u.limit = s.b.MaxExecutable()
+		u.limit = b.MaxExecutable()
 		if u.limit <= 0 {
 			u.limit = defaultMaxExecutable
 		}
@@ -344,22 +344,22 @@ func (s *Server) execMode(n *node) uint32 {
 
 // chmodExec is a Twstat of t/NAME's mode: open uploads of the file will
 // publish with it, and a published executable is published again with it.
-func (s *Server) chmodExec(n *node, perm uint32) error {
+func (s *Server) chmodExec(b Backend, n *node, perm uint32) error {
 	ups := s.pendingUploads(n.path)
 	for _, u := range ups {
 		u.mode.Store(perm)
 	}
-	exe, ok := s.b.ToolExecutable(n.arg)
+	exe, ok := b.ToolExecutable(n.arg)
 	if !ok {
 		if len(ups) > 0 {
 			return nil
 		}
 		return fmt.Errorf("tool %q has no published executable", n.arg)
 	}
-	if m, ok := s.b.ToolExecMode(n.arg); ok && m&0o777 == perm {
+	if m, ok := b.ToolExecMode(n.arg); ok && m&0o777 == perm {
 		return nil
 	}
-	return s.b.PublishToolExec(n.arg, exe, perm)
+	return b.PublishToolExec(n.arg, exe, perm)
 }
 
 // limitErr is the error of a write past an upload's limit.
@@ -502,9 +502,9 @@ func wholeJSON(buf []byte) ([]byte, bool) {
 func (u *upload) publishJSON(doc []byte) error {
 	var err error
 	if u.n.kind == kTMeta {
-		err = u.s.b.PublishToolMeta(u.n.arg, slices.Clone(doc))
+		err = u.b.PublishToolMeta(u.n.arg, slices.Clone(doc))
 	} else {
-		err = u.s.b.PublishProfile(u.n.arg, slices.Clone(doc))
+		err = u.b.PublishProfile(u.n.arg, slices.Clone(doc))
 	}
 	if err == nil {
 		u.sent = slices.Clone(doc)
@@ -558,7 +558,7 @@ func (u *upload) publishAtClose() error {
 		return nil
 	}
 	if u.n.kind == kTExec {
-		err := u.s.b.PublishToolExec(u.n.arg, buf, u.mode.Load())
+		err := u.b.PublishToolExec(u.n.arg, buf, u.mode.Load())
 		if err == nil {
 			u.published = true
 			u.s.published(u.n.path)

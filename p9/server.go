@@ -58,6 +58,12 @@ type Options struct {
 	// connection may hold (default the Backend's MaxExecutable plus 2
 	// MiB), so one client cannot take all of MaxUploadBytes.
 	MaxConnUploadBytes int64
+	// Bind, if set, gives the Backend the requests of a fid attached as
+	// principal p go to (nil: the server's own). Every request that opens
+	// a file, writes, creates, removes or changes a mode goes to it;
+	// walks, stat and directory listings read the server's Backend. The
+	// node binds a Backend that records who did what in its audit log.
+	Bind func(p Principal) Backend
 }
 
 // Server serves the tree of a Backend over 9P2000. It owns its listeners'

@@ -24,7 +24,9 @@ func checkName(kind, name string) error {
 
 func applyPublishTools(st *state, index uint64, body []byte, ev *[]Event) any {
 	var c PublishTools
-	decode(body, &c)
+	if err := decode(body, &c); err != nil {
+		return err
+	}
 	carried := map[string]bool{}
 	for _, t := range c.Tools {
 		if err := checkName("tool", t.Name); err != nil {
@@ -63,7 +65,9 @@ func applyPublishTools(st *state, index uint64, body []byte, ev *[]Event) any {
 
 func applyPutToolMeta(st *state, index uint64, body []byte, ev *[]Event) any {
 	var c PutToolMeta
-	decode(body, &c)
+	if err := decode(body, &c); err != nil {
+		return err
+	}
 	if err := checkName("tool", c.Name); err != nil {
 		return err
 	}
@@ -81,7 +85,9 @@ func applyPutToolMeta(st *state, index uint64, body []byte, ev *[]Event) any {
 
 func applyPutToolExec(st *state, index uint64, body []byte, ev *[]Event) any {
 	var c PutToolExec
-	decode(body, &c)
+	if err := decode(body, &c); err != nil {
+		return err
+	}
 	if err := checkName("tool", c.Name); err != nil {
 		return err
 	}
@@ -102,7 +108,9 @@ func applyPutToolExec(st *state, index uint64, body []byte, ev *[]Event) any {
 
 func applyDropToolExec(st *state, index uint64, body []byte, ev *[]Event) any {
 	var c DropToolExec
-	decode(body, &c)
+	if err := decode(body, &c); err != nil {
+		return err
+	}
 	old, ok := st.Tools[c.Name]
 	if !ok || old.ExecHash == "" {
 		return refuse(ErrNotFound, "tool %q has no published executable", c.Name)
@@ -129,7 +137,9 @@ func ExecHash(b []byte) string { return execHash(b) }
 
 func applyWithdrawTools(st *state, index uint64, body []byte, ev *[]Event) any {
 	var c WithdrawTools
-	decode(body, &c)
+	if err := decode(body, &c); err != nil {
+		return err
+	}
 	for _, name := range c.Names {
 		t, ok := st.Tools[name]
 		if !ok || (c.Owner != "" && t.Owner != c.Owner) || (c.Origin != "" && t.Origin != c.Origin) {
@@ -145,7 +155,9 @@ func applyWithdrawTools(st *state, index uint64, body []byte, ev *[]Event) any {
 
 func applyPublishProfiles(st *state, index uint64, body []byte, ev *[]Event) any {
 	var c PublishProfiles
-	decode(body, &c)
+	if err := decode(body, &c); err != nil {
+		return err
+	}
 	for _, p := range c.Profiles {
 		if err := checkName("profile", p.Name); err != nil {
 			return err
@@ -163,7 +175,9 @@ func applyPublishProfiles(st *state, index uint64, body []byte, ev *[]Event) any
 
 func applyWithdrawProfiles(st *state, index uint64, body []byte, ev *[]Event) any {
 	var c WithdrawProfiles
-	decode(body, &c)
+	if err := decode(body, &c); err != nil {
+		return err
+	}
 	for _, name := range c.Names {
 		p, ok := st.Profiles[name]
 		if ok && (c.Owner == "" || p.Owner == c.Owner) && (c.Origin == "" || p.Origin == c.Origin) {
@@ -215,10 +229,13 @@ func agentEvents(index uint64, session string, a *Agent, ev *[]Event) {
 
 func applyCreateSession(st *state, index uint64, body []byte, ev *[]Event) any {
 	var c CreateSession
-	decode(body, &c)
-	name := c.Name
+	if err := decode(body, &c); err != nil {
+		return err
+	}
+	// A generated name's counter moves only if the command succeeds.
+	name, last := c.Name, st.LastSession
 	if name == "" {
-		name = genName(&st.LastSession, "s", func(n string) bool { return st.Sessions[n] != nil })
+		name = genName(&last, "s", func(n string) bool { return st.Sessions[n] != nil })
 	} else if err := checkName("session", name); err != nil {
 		return err
 	}
@@ -236,16 +253,20 @@ func applyCreateSession(st *state, index uint64, body []byte, ev *[]Event) any {
 		}
 		s.Agents[a.Name] = a
 		st.Sessions[name] = s
+		st.LastSession = last
 		agentEvents(index, name, a, ev)
 		return Result{Name: name}
 	}
 	st.Sessions[name] = s
+	st.LastSession = last
 	return Result{Name: name}
 }
 
 func applyKillSession(st *state, index uint64, body []byte, ev *[]Event) any {
 	var c KillSession
-	decode(body, &c)
+	if err := decode(body, &c); err != nil {
+		return err
+	}
 	s, ok := st.Sessions[c.Name]
 	if !ok {
 		return refuse(ErrNotFound, "session %q does not exist", c.Name)
@@ -259,14 +280,16 @@ func applyKillSession(st *state, index uint64, body []byte, ev *[]Event) any {
 
 func applyCreateAgent(st *state, index uint64, body []byte, ev *[]Event) any {
 	var c CreateAgent
-	decode(body, &c)
+	if err := decode(body, &c); err != nil {
+		return err
+	}
 	s, ok := st.Sessions[c.Session]
 	if !ok {
 		return refuse(ErrNotFound, "session %q does not exist", c.Session)
 	}
-	name := c.Name
+	name, last := c.Name, st.LastAgent
 	if name == "" {
-		name = genName(&st.LastAgent, "a", func(n string) bool { return s.Agents[n] != nil })
+		name = genName(&last, "a", func(n string) bool { return s.Agents[n] != nil })
 	} else if err := checkName("agent", name); err != nil {
 		return err
 	}
@@ -278,13 +301,16 @@ func applyCreateAgent(st *state, index uint64, body []byte, ev *[]Event) any {
 		return err
 	}
 	st.Sessions[c.Session] = s.withAgent(a)
+	st.LastAgent = last
 	agentEvents(index, c.Session, a, ev)
 	return Result{Name: name}
 }
 
 func applyKillAgent(st *state, index uint64, body []byte, ev *[]Event) any {
 	var c KillAgent
-	decode(body, &c)
+	if err := decode(body, &c); err != nil {
+		return err
+	}
 	s, _, err := lookupAgent(st, c.Session, c.Name)
 	if err != nil {
 		return err
@@ -308,7 +334,9 @@ func lookupAgent(st *state, session, agent string) (*Session, *Agent, error) {
 
 func applyLoad(st *state, index uint64, body []byte, ev *[]Event) any {
 	var c Load
-	decode(body, &c)
+	if err := decode(body, &c); err != nil {
+		return err
+	}
 	s, a, err := lookupAgent(st, c.Session, c.Agent)
 	if err != nil {
 		return err
@@ -337,7 +365,9 @@ func applyLoad(st *state, index uint64, body []byte, ev *[]Event) any {
 
 func applyUnload(st *state, index uint64, body []byte, ev *[]Event) any {
 	var c Unload
-	decode(body, &c)
+	if err := decode(body, &c); err != nil {
+		return err
+	}
 	s, a, err := lookupAgent(st, c.Session, c.Agent)
 	if err != nil {
 		return err

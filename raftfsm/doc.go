@@ -15,9 +15,15 @@
 //     Persist does the encoding and I/O.
 //   - Restore discards all previous state.
 //
-// A command is one type byte followed by a JSON body. An unknown type or an
-// undecodable body panics: replicas must never silently diverge. A command
-// that is well-formed but refused (loading a tool the cluster does not know)
+// A command is one type byte followed by a JSON body (commands.go). The
+// leader checks each one with Validate before it appends it (validate.go:
+// a known type, a body that decodes strictly, valid names, origins,
+// hashes, modes and sizes), so an invalid command is refused to its sender
+// and never committed. Apply never panics: an entry it cannot decode or
+// apply all the same (an unknown type, a forged or corrupt entry) is
+// skipped with one log line and an error value, the same way on every
+// node, so nothing in the log can stop a node. A command that is
+// well-formed but refused (loading a tool the cluster does not know)
 // returns an error value through the Raft future and changes nothing.
 //
 // raftfsm knows registry's rules for names but nothing of the network, 9P or

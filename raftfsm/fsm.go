@@ -2,8 +2,10 @@ package raftfsm
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log"
 	"sync"
 
 	"github.com/hashicorp/raft"
@@ -42,13 +44,14 @@ type FSM struct {
 	index   uint64        // last applied index
 	applied chan struct{} // closed and replaced when index moves
 	obs     Observer
+	logf    func(format string, args ...any)
 }
 
 var _ raft.FSM = (*FSM)(nil)
 
 // New returns an empty FSM. obs may be nil.
 func New(obs Observer) *FSM {
-	return &FSM{st: newState(), obs: obs, applied: make(chan struct{})}
+	return &FSM{st: newState(), obs: obs, applied: make(chan struct{}), logf: log.Printf}
 }
 
 // applyFunc applies one decoded command body at a log index, appending
@@ -74,29 +77,68 @@ var applyTable = map[CommandType]applyFunc{
 	CmdRevokeToken:      applyRevokeToken,
 }
 
-// Apply applies one committed log entry. It panics on an entry it cannot
-// decode: a replica that cannot apply the log must stop, not diverge.
+// Apply applies one committed log entry and returns a Result or an error
+// value. It never panics: an entry it cannot apply (empty, of an unknown
+// type, with a body it cannot decode, or one whose apply function fails
+// unexpectedly) is skipped with one log line and an error wrapping
+// ErrInvalid, leaving the state as it was. The leader refuses such
+// entries before they are appended (Validate), so one in the log was
+// written around it; skipping it the same way on every node keeps the
+// replicas identical and the cluster up.
 func (f *FSM) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
-	if len(l.Data) == 0 {
-		panic(fmt.Sprintf("raftfsm: empty log entry at index %d", l.Index))
-	}
-	t := CommandType(l.Data[0])
-	fn, ok := applyTable[t]
-	if !ok {
-		panic(fmt.Sprintf("raftfsm: unknown command type %d at index %d", l.Data[0], l.Index))
-	}
 	var events []Event
 	f.mu.Lock()
-	resp := fn(f.st, l.Index, l.Data[1:], &events)
+	resp := f.applyEntry(l, &events)
 	f.advance(l.Index)
 	f.mu.Unlock()
+	if err, ok := resp.(error); ok && errors.As(err, new(*skipped)) {
+		f.logf("raftfsm: skipped the log entry at index %d: %v", l.Index, err)
+	}
 	if f.obs != nil && len(events) > 0 {
 		f.obs.Changed(events)
 	}
 	return resp
+}
+
+// applyEntry dispatches one entry; f.mu is held.
+func (f *FSM) applyEntry(l *raft.Log, ev *[]Event) (resp any) {
+	if len(l.Data) == 0 {
+		return skip("empty entry")
+	}
+	t := CommandType(l.Data[0])
+	fn, ok := applyTable[t]
+	if !ok {
+		return skip("unknown command type %d", l.Data[0])
+	}
+	defer func() {
+		// A bug in an apply function fails the same way on every node:
+		// the entry is skipped, not the node stopped. What the function
+		// changed before it failed stays changed, on every node alike.
+		if r := recover(); r != nil {
+			*ev = nil
+			resp = skip("%s command failed: %v", t, r)
+		}
+	}()
+	return fn(f.st, l.Index, l.Data[1:], ev)
+}
+
+// skipped is the error of an entry Apply skipped: it wraps ErrInvalid.
+type skipped struct{ msg string }
+
+func (e *skipped) Error() string { return e.msg }
+func (e *skipped) Unwrap() error { return ErrInvalid }
+
+func skip(format string, args ...any) error {
+	return &skipped{msg: fmt.Sprintf(format, args...)}
+}
+
+// SetLogf sets where the FSM logs the entries it skips (default
+// log.Printf). Call it before the FSM is given to Raft.
+func (f *FSM) SetLogf(logf func(format string, args ...any)) {
+	f.logf = logf
 }
 
 // advance records the last applied index and wakes WaitApplied; f.mu is
@@ -126,11 +168,14 @@ func (f *FSM) WaitApplied(index uint64, done <-chan struct{}) bool {
 	}
 }
 
-// decode unmarshals a command body or panics (see Apply).
-func decode(body []byte, v any) {
+// decode unmarshals a command body; an undecodable one is skipped (see
+// Apply). It is lenient where Validate is strict: an entry the leader
+// accepted applies alike on every node, whatever version validated it.
+func decode(body []byte, v any) error {
 	if err := json.Unmarshal(body, v); err != nil {
-		panic(fmt.Sprintf("raftfsm: undecodable %T: %v", v, err))
+		return skip("undecodable %T: %v", v, err)
 	}
+	return nil
 }
 
 // Snapshot captures the state; Persist writes it.

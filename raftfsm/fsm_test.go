@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 
@@ -200,23 +201,42 @@ func TestFSM_SessionsAgentsLoad(t *testing.T) {
 	}
 }
 
-func TestFSM_PanicsOnBadEntry(t *testing.T) {
+// An entry Apply cannot apply is skipped: an error value wrapping
+// ErrInvalid, one log line, the state unchanged, the index advanced.
+func TestFSM_SkipsBadEntry(t *testing.T) {
 	tests := []struct {
 		name string
 		data []byte
 	}{
 		{"empty", nil},
-		{"unknown type", []byte{0xff, '{', '}'}},
+		{"unknown type", []byte{99, '{', '}'}},
+		{"type 0xff", []byte{0xff, '{', '}'}},
 		{"bad body", []byte{byte(CmdLoad), '{'}},
+		{"body of the wrong shape", []byte{byte(CmdPublishTools), '[', ']'}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			defer func() {
-				if recover() == nil {
-					t.Fatal("Apply did not panic")
-				}
-			}()
-			New(nil).Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: tc.data})
+			h := newHarness(t, nil)
+			h.ok(CmdPublishTools, tools("a"))
+			before := snapshotBytes(t, h.fsm)
+			var logged []string
+			h.fsm.SetLogf(func(format string, args ...any) { logged = append(logged, fmt.Sprintf(format, args...)) })
+			r := h.fsm.Apply(&raft.Log{Index: 2, Type: raft.LogCommand, Data: tc.data})
+			err, ok := r.(error)
+			if !ok || !errors.Is(err, ErrInvalid) {
+				t.Fatalf("Apply = %v, want an error wrapping ErrInvalid", r)
+			}
+			if len(logged) != 1 || !strings.Contains(logged[0], "index 2") {
+				t.Fatalf("log lines %q, want one naming index 2", logged)
+			}
+			if h.fsm.LastIndex() != 2 {
+				t.Fatalf("applied index %d, want 2", h.fsm.LastIndex())
+			}
+			// The same state, but for the applied index.
+			after := snapshotBytes(t, h.fsm)
+			if !bytes.Equal(bytes.Replace(after, []byte(`"applied":2`), []byte(`"applied":1`), 1), before) {
+				t.Fatalf("state changed:\n%s\n%s", before, after)
+			}
 		})
 	}
 }

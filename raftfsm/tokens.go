@@ -1,8 +1,6 @@
 package raftfsm
 
 import (
-	"encoding/json"
-	"fmt"
 	"sort"
 
 	"github.com/toolnode/toolnode/acl"
@@ -47,16 +45,16 @@ type RevokeToken struct {
 // be refused by every replica's Apply, so it is never written to the log.
 func validatePutToken(body []byte) error {
 	var c PutToken
-	if err := json.Unmarshal(body, &c); err != nil {
-		return fmt.Errorf("%w put-token body: %v", ErrInvalid, err)
+	if err := decodeStrict(body, &c); err != nil {
+		return err
 	}
 	return checkPutToken(&c)
 }
 
 func validateRevokeToken(body []byte) error {
 	var c RevokeToken
-	if err := json.Unmarshal(body, &c); err != nil {
-		return fmt.Errorf("%w revoke-token body: %v", ErrInvalid, err)
+	if err := decodeStrict(body, &c); err != nil {
+		return err
 	}
 	if err := acl.CheckName(c.Name); err != nil {
 		return refuse(ErrInvalid, "%v", err)

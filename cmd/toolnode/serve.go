@@ -48,6 +48,7 @@ func serve(args []string) error {
 	fs.DurationVar(&cfg.CallTimeout, "call-timeout", node.DefaultCallTimeout, "limit of one tool run")
 	fs.BoolVar(&cfg.Yolo, "yolo", false, "run tools without the sandbox")
 	fs.StringVar(&cfg.P9Anon, "9p-anon", "", "role of a 9P attach without a token: none, read, call, publish or admin (default: admin on loopback, else none)")
+	fs.StringVar(&cfg.AuditFile, "audit", "", "append one JSON line per state change and per call to `FILE` (reopened on SIGHUP)")
 	fs.BoolVar(&useExamp, "examples", false, "serve the built-in example tools and profiles (unless -tools/-agents are given)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -89,11 +90,22 @@ func serve(args []string) error {
 	// leader, and a SIGTERM then must still stop the node cleanly.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	// SIGHUP reopens the audit log (logrotate moves it, then signals).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	n, err := node.New(cfg)
 	if err != nil {
 		return err
 	}
-	s := <-sig
+	var s os.Signal
+	for s == nil {
+		select {
+		case s = <-sig:
+		case <-hup:
+			n.ReopenAudit()
+		}
+	}
 	logger.Printf("toolnode: %v: shutting down", s)
 	signal.Stop(sig)
 	done := make(chan error, 1)

@@ -1,0 +1,207 @@
+package node
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/toolnode/toolnode/audit"
+	"github.com/toolnode/toolnode/p9"
+	"github.com/toolnode/toolnode/raftfsm"
+)
+
+// The audit log (Config.AuditFile) has one line per state change and per
+// call. 9P requests are recorded by auditBackend, the Backend each 9P
+// connection is bound to, with the connection's principal; the node's own
+// publications from its directories with who "node:NAME"; a call routed
+// here from another node with the principal the caller sent and via the
+// calling node (the calling node records the same call as its own).
+
+// auditBackend is the Backend of one 9P connection when the audit log is
+// on: the node's, with every state-changing method timed and recorded.
+type auditBackend struct {
+	*Node
+	who string
+}
+
+var _ p9.Backend = auditBackend{}
+
+// bind is p9.Options.Bind.
+func (n *Node) bind(p p9.Principal) p9.Backend {
+	return auditBackend{Node: n, who: p.Name}
+}
+
+// record writes one audit line for an action that started at start.
+func (n *Node) record(start time.Time, who, action, target string, err error) {
+	n.audit.Write(audit.Record{
+		Time: start, Node: n.cfg.Name, Who: who, Action: action, Target: target,
+		Err: err, Duration: time.Since(start),
+	})
+}
+
+// recordRouted records a call routed here from another node: who the
+// caller called for (else the calling node), via the calling node.
+func (n *Node) recordRouted(start time.Time, req callRequest, err error) {
+	if n.audit == nil {
+		return
+	}
+	who := req.Who
+	if who == "" {
+		who = "node:" + req.From
+	}
+	n.audit.Write(audit.Record{
+		Time: start, Node: n.cfg.Name, Who: who, Via: req.From, Action: "call",
+		Target: req.Session + "/" + req.Agent + "/" + req.Tool, Err: err, Duration: time.Since(start),
+	})
+}
+
+// applyOwn is apply for the node's own publications from its
+// directories, recorded with who "node:NAME" and the names as target.
+func (n *Node) applyOwn(action string, names []string, t raftfsm.CommandType, body any) (raftfsm.Result, error) {
+	start := time.Now()
+	r, err := n.apply(t, body)
+	if n.audit != nil {
+		n.record(start, "node:"+n.cfg.Name, action, strings.Join(names, ","), err)
+	}
+	return r, err
+}
+
+func toolNames(specs []raftfsm.ToolSpec) []string {
+	out := make([]string, len(specs))
+	for i, s := range specs {
+		out[i] = s.Name
+	}
+	return out
+}
+
+func profileNames(specs []raftfsm.ProfileSpec) []string {
+	out := make([]string, len(specs))
+	for i, s := range specs {
+		out[i] = s.Name
+	}
+	return out
+}
+
+// ReopenAudit reopens the audit log file (after logrotate moved it).
+func (n *Node) ReopenAudit() error {
+	if n.audit == nil {
+		return nil
+	}
+	if err := n.audit.Reopen(); err != nil {
+		n.logger.Printf("audit: reopening %s: %v", n.audit.Path(), err)
+		return err
+	}
+	n.logger.Printf("audit: reopened %s", n.audit.Path())
+	return nil
+}
+
+func (a auditBackend) PublishToolMeta(name string, data []byte) error {
+	start := time.Now()
+	err := a.Node.PublishToolMeta(name, data)
+	a.record(start, a.who, "publish-meta", name, err)
+	return err
+}
+
+func (a auditBackend) PublishToolExec(name string, data []byte, mode uint32) error {
+	start := time.Now()
+	err := a.Node.PublishToolExec(name, data, mode)
+	a.record(start, a.who, "publish-exec", name, err)
+	return err
+}
+
+func (a auditBackend) WithdrawTool(name string) error {
+	start := time.Now()
+	err := a.Node.WithdrawTool(name)
+	a.record(start, a.who, "withdraw-tool", name, err)
+	return err
+}
+
+func (a auditBackend) RemoveToolExec(name string) error {
+	start := time.Now()
+	err := a.Node.RemoveToolExec(name)
+	a.record(start, a.who, "remove-exec", name, err)
+	return err
+}
+
+func (a auditBackend) PublishProfile(name string, data []byte) error {
+	start := time.Now()
+	err := a.Node.PublishProfile(name, data)
+	a.record(start, a.who, "publish-profile", name, err)
+	return err
+}
+
+func (a auditBackend) WithdrawProfile(name string) error {
+	start := time.Now()
+	err := a.Node.WithdrawProfile(name)
+	a.record(start, a.who, "withdraw-profile", name, err)
+	return err
+}
+
+func (a auditBackend) NewSession(spec string) (string, error) {
+	start := time.Now()
+	name, err := a.Node.NewSession(spec)
+	target := name
+	if err != nil {
+		target = spec
+	}
+	a.record(start, a.who, "new-session", target, err)
+	return name, err
+}
+
+func (a auditBackend) KillSession(session string) error {
+	start := time.Now()
+	err := a.Node.KillSession(session)
+	a.record(start, a.who, "kill-session", session, err)
+	return err
+}
+
+func (a auditBackend) NewAgent(session, spec string) (string, error) {
+	start := time.Now()
+	name, err := a.Node.NewAgent(session, spec)
+	target := session + "/" + name
+	if err != nil {
+		target = session + " " + spec
+	}
+	a.record(start, a.who, "new-agent", target, err)
+	return name, err
+}
+
+func (a auditBackend) KillAgent(session, agent string) error {
+	start := time.Now()
+	err := a.Node.KillAgent(session, agent)
+	a.record(start, a.who, "kill-agent", session+"/"+agent, err)
+	return err
+}
+
+func (a auditBackend) Load(session, agent string, names []string) error {
+	start := time.Now()
+	err := a.Node.Load(session, agent, names)
+	a.record(start, a.who, "load", session+"/"+agent+"/"+strings.Join(names, ","), err)
+	return err
+}
+
+func (a auditBackend) Unload(session, agent string, names []string) error {
+	start := time.Now()
+	err := a.Node.Unload(session, agent, names)
+	a.record(start, a.who, "unload", session+"/"+agent+"/"+strings.Join(names, ","), err)
+	return err
+}
+
+func (a auditBackend) Call(ctx context.Context, session, agent, tool string, args []byte) ([]byte, error) {
+	start := time.Now()
+	out, err := a.Node.Call(withWho(ctx, a.who), session, agent, tool, args)
+	a.record(start, a.who, "call", session+"/"+agent+"/"+tool, err)
+	return out, err
+}
+
+type whoKey struct{}
+
+// withWho carries the principal of a call to the node it is routed to.
+func withWho(ctx context.Context, who string) context.Context {
+	return context.WithValue(ctx, whoKey{}, who)
+}
+
+func whoOf(ctx context.Context) string {
+	w, _ := ctx.Value(whoKey{}).(string)
+	return w
+}
