@@ -5,6 +5,7 @@ package main
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"os"
 )
@@ -40,7 +41,9 @@ func main() {
 		os.Exit(2)
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "toolnode %s: %v\n", cmd, err)
+		if !errors.Is(err, errReported) {
+			fmt.Fprintf(os.Stderr, "toolnode %s: %v\n", cmd, err)
+		}
 		os.Exit(1)
 	}
 }

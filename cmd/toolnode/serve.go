@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -15,10 +16,11 @@ import (
 	"time"
 
 	"github.com/toolnode/toolnode/examples"
+	"github.com/toolnode/toolnode/logx"
 	"github.com/toolnode/toolnode/node"
 )
 
-func serve(args []string) error {
+func serve(args []string) (err error) {
 	if err := loadEnvFile(configPath("env")); err != nil {
 		return err
 	}
@@ -46,9 +48,23 @@ func serve(args []string) error {
 	fs.DurationVar(&cfg.CallTimeout, "call-timeout", node.DefaultCallTimeout, "limit of one tool run")
 	fs.BoolVar(&cfg.Yolo, "yolo", false, "run tools without the sandbox")
 	fs.BoolVar(&useExamp, "examples", false, "serve the built-in example tools and profiles (unless -tools/-agents are given)")
+	logLevel := fs.String("log-level", "info", "least level logged: debug, info, warn or error")
+	logFormat := fs.String("log-format", logx.Text, "log format on stderr: text (key=value) or json")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	logger, err := newLogger(*logFormat, *logLevel)
+	if err != nil {
+		return err
+	}
+	cfg.Logger = logger
+	// From here on an error is logged, not printed: stderr is all records.
+	defer func() {
+		if err != nil {
+			logger.Error("toolnode: " + err.Error())
+			err = errReported
+		}
+	}()
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
@@ -77,11 +93,8 @@ func serve(args []string) error {
 		}
 	}
 
-	// Our own logger: a dependency of the Raft log store reformats the
-	// standard one at init.
-	logger := log.New(os.Stderr, "", log.LstdFlags)
 	cfg.LogOutput = os.Stderr
-	logger.Printf("toolnode: data %s, tools %s, agents %s", cfg.DataDir, orNone(cfg.ToolsDir), orNone(cfg.AgentsDir))
+	logger.Info("toolnode: starting", "data", cfg.DataDir, "tools", orNone(cfg.ToolsDir), "agents", orNone(cfg.AgentsDir))
 	// Signals are caught before the node starts: starting can wait for a
 	// leader, and a SIGTERM then must still stop the node cleanly.
 	sig := make(chan os.Signal, 1)
@@ -91,16 +104,42 @@ func serve(args []string) error {
 		return err
 	}
 	s := <-sig
-	logger.Printf("toolnode: %v: shutting down", s)
+	logger.Info(fmt.Sprintf("toolnode: %v: shutting down", s))
 	signal.Stop(sig)
 	done := make(chan error, 1)
 	go func() { done <- n.Close() }()
 	select {
 	case err := <-done:
+		if err == nil {
+			logger.Info("toolnode: stopped")
+		}
 		return err
 	case <-time.After(30 * time.Second):
 		return errors.New("shutdown took longer than 30s")
 	}
+}
+
+// errReported is returned by a command that has reported its error
+// itself (a node logs it); main only sets the exit status.
+var errReported = errors.New("reported")
+
+// newLogger makes the process's log on stderr and routes the standard
+// logger into it too (a dependency of the Raft log store writes through
+// it), so that everything the node writes is one format.
+func newLogger(format, level string) (*slog.Logger, error) {
+	lv, err := logx.ParseLevel(level)
+	if err != nil {
+		return nil, err
+	}
+	logger, err := logx.New(os.Stderr, format, lv)
+	if err != nil {
+		return nil, err
+	}
+	slog.SetDefault(logger)
+	log.SetOutput(logx.Writer(logger, slog.LevelInfo))
+	log.SetFlags(0)
+	log.SetPrefix("")
+	return logger, nil
 }
 
 func orNone(s string) string {

@@ -1,0 +1,72 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/toolnode/toolnode/logx"
+)
+
+// The node logs through Config.Logger (log/slog). Its own lines are
+// Printf-style through n.logger, bridged into slog at level INFO; the few
+// whose level matters say so (warnf). Raft logs through an hclog adapter,
+// memberlist through a writer that reads its "[LEVEL]" prefixes.
+
+// warnf logs a line at level WARN: something is wrong or off, and the
+// node goes on.
+func (n *Node) warnf(format string, args ...any) {
+	n.cfg.Logger.Warn(fmt.Sprintf(format, args...))
+}
+
+// raftShutdownNoise is what Raft logs, as a warning or an error, when the
+// node stops as it should: a leader that hands over leadership sees the
+// new leader's higher term on its next replication ("peer has newer
+// term"), and a node already removed from the configuration does not
+// stand for election. While the node closes these are INFO.
+var raftShutdownNoise = map[string]bool{
+	"peer has newer term, stopping replication":           true,
+	"not part of stable configuration, aborting election": true,
+}
+
+// raftLogger is Raft's logger: its warnings and errors at the default
+// level, its narration at DEBUG, and the expected noise of a clean stop
+// at INFO.
+func (n *Node) raftLogger() hclog.Logger {
+	return logx.Hclog(n.cfg.Logger, logx.HclogOptions{
+		Name:  "raft",
+		Quiet: true,
+		Adjust: func(level slog.Level, msg string) slog.Level {
+			if level > slog.LevelInfo && n.closing.Load() && raftShutdownNoise[msg] {
+				return slog.LevelInfo
+			}
+			return level
+		},
+	})
+}
+
+// logDirs says at start which directories the node watches and publishes,
+// and what happens with one that does not exist: it is watched for (its
+// parent, and a poll), and published once it is created.
+func (n *Node) logDirs() {
+	for _, d := range []struct{ kind, dir string }{
+		{"tools", n.cfg.ToolsDir}, {"agents", n.cfg.AgentsDir},
+	} {
+		switch fi, err := os.Stat(d.dir); {
+		case d.dir == "":
+			n.cfg.Logger.Info(d.kind + ": no directory to watch")
+		case errors.Is(err, fs.ErrNotExist):
+			n.cfg.Logger.Warn(fmt.Sprintf("%s: directory %s does not exist; watching for it: what it holds is published once it is created", d.kind, d.dir))
+		case err != nil:
+			n.warnf("%s: directory %s: %v; watching for it", d.kind, d.dir, err)
+		case !fi.IsDir():
+			n.warnf("%s: %s is not a directory; watching for a directory there", d.kind, d.dir)
+		default:
+			n.cfg.Logger.Info(fmt.Sprintf("%s: watching and publishing %s", d.kind, d.dir))
+		}
+	}
+}
