@@ -10,7 +10,9 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"9fans.net/go/plan9"
 	"9fans.net/go/plan9/client"
@@ -33,8 +35,13 @@ func mount(addr string) (*client.Fsys, error) {
 	return fsys, nil
 }
 
-// ninep is `toolnode 9p [-a ADDR | ADDR] ls|read|write|rdwr PATH`, in the
-// manner of plan9port's 9p.
+// ninepUsage is the synopsis of `toolnode 9p`.
+const ninepUsage = "usage: toolnode 9p [-a ADDR | ADDR] ls [-l]|stat|read|write|rdwr|create|rm PATH"
+
+// ninep is `toolnode 9p [-a ADDR | ADDR] VERB PATH`, in the manner of
+// plan9port's 9p. Every failure, a close that fails included, is returned
+// as one error naming the verb and the path; main prints it once and
+// exits 1.
 func ninep(args []string) error {
 	fs := flag.NewFlagSet("9p", flag.ContinueOnError)
 	addr := fs.String("a", defaultAddr(), "node 9P address")
@@ -42,79 +49,149 @@ func ninep(args []string) error {
 		return err
 	}
 	args = fs.Args()
-	if len(args) == 3 {
+	if len(args) > 0 && !ninepVerbs[args[0]] {
 		*addr, args = args[0], args[1:]
 	}
-	if len(args) != 2 {
-		return errors.New("usage: toolnode 9p [ADDR] ls|read|write|rdwr PATH")
+	if len(args) == 0 {
+		return errors.New(ninepUsage)
 	}
+	verb, args := args[0], args[1:]
+	if !ninepVerbs[verb] {
+		return fmt.Errorf("unknown verb %q\n%s", verb, ninepUsage)
+	}
+	long := false
+	if verb == "ls" && len(args) > 0 && args[0] == "-l" {
+		long, args = true, args[1:]
+	}
+	if len(args) != 1 {
+		return errors.New(ninepUsage)
+	}
+	path := strings.Trim(args[0], "/")
 	fsys, err := mount(*addr)
 	if err != nil {
 		return err
 	}
 	defer fsys.Close()
-	path := strings.TrimPrefix(args[1], "/")
-	switch args[0] {
+	switch verb {
 	case "ls":
-		return ls(fsys, path, os.Stdout)
+		err = ls(fsys, path, long, os.Stdout)
+	case "stat":
+		err = stat(fsys, path, os.Stdout)
 	case "read":
-		return read(fsys, path, os.Stdout)
+		err = read(fsys, path, os.Stdout)
 	case "write":
-		return write(fsys, path, os.Stdin)
+		err = write(fsys, path, os.Stdin)
 	case "rdwr":
-		return rdwr(fsys, path, os.Stdin, os.Stdout)
+		err = rdwr(fsys, path, os.Stdin, os.Stdout)
+	case "create":
+		err = create(fsys, path)
+	case "rm":
+		err = fsys.Remove(path)
 	}
-	return fmt.Errorf("unknown 9p verb %q: ls, read, write or rdwr", args[0])
-}
-
-func ls(fsys *client.Fsys, path string, out io.Writer) error {
-	fid, err := fsys.Open(path, plan9.OREAD)
 	if err != nil {
-		return err
-	}
-	defer fid.Close()
-	st, err := fid.Stat()
-	if err != nil {
-		return err
-	}
-	if st.Mode&plan9.DMDIR == 0 {
-		fmt.Fprintln(out, st.Name)
-		return nil
-	}
-	dirs, err := fid.Dirreadall()
-	if err != nil {
-		return err
-	}
-	names := make([]string, len(dirs))
-	for i, d := range dirs {
-		names[i] = d.Name
-		if d.Mode&plan9.DMDIR != 0 {
-			names[i] += "/"
-		}
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintln(out, n)
+		return fmt.Errorf("%s %s: %w", verb, "/"+path, err)
 	}
 	return nil
 }
 
-func read(fsys *client.Fsys, path string, out io.Writer) error {
+var ninepVerbs = map[string]bool{
+	"ls": true, "stat": true, "read": true, "write": true, "rdwr": true, "create": true, "rm": true,
+}
+
+// closeFid clunks fid and keeps the first error: a clunk that publishes
+// (a file of t/ or a/) fails when what was written is refused.
+func closeFid(fid *client.Fid, err *error) {
+	if cerr := fid.Close(); cerr != nil && *err == nil {
+		*err = cerr
+	}
+}
+
+// ls lists a directory, sorted, a "/" after subdirectories; a file lists
+// itself. Long (-l) lines are those of plan9port's `9p ls -l`: mode, uid,
+// gid, length, mtime, name.
+func ls(fsys *client.Fsys, path string, long bool, out io.Writer) (err error) {
 	fid, err := fsys.Open(path, plan9.OREAD)
 	if err != nil {
 		return err
 	}
-	defer fid.Close()
+	defer closeFid(fid, &err)
+	st, err := fid.Stat()
+	if err != nil {
+		return err
+	}
+	dirs := []*plan9.Dir{st}
+	if st.Mode&plan9.DMDIR != 0 {
+		if dirs, err = fid.Dirreadall(); err != nil {
+			return err
+		}
+	}
+	sort.Slice(dirs, func(i, j int) bool { return dirs[i].Name < dirs[j].Name })
+	w := bufio.NewWriter(out)
+	defer w.Flush()
+	width := 0
+	for _, d := range dirs {
+		width = max(width, len(strconv.FormatUint(d.Length, 10)))
+	}
+	now := time.Now()
+	for _, d := range dirs {
+		name := d.Name
+		if long {
+			fmt.Fprintf(w, "%v %s %s %*d %s %s\n", d.Mode, d.Uid, d.Gid, width, d.Length, lsTime(d.Mtime, now), name)
+			continue
+		}
+		if d.Mode&plan9.DMDIR != 0 && st.Mode&plan9.DMDIR != 0 {
+			name += "/"
+		}
+		fmt.Fprintln(w, name)
+	}
+	return nil
+}
+
+// lsTime is ls's date: "Jan  2 15:04" within half a year, else
+// "Jan  2  2006".
+func lsTime(sec uint32, now time.Time) string {
+	t := time.Unix(int64(sec), 0)
+	if d := now.Sub(t); d < 0 || d > 180*24*time.Hour {
+		return t.Format("Jan _2  2006")
+	}
+	return t.Format("Jan _2 15:04")
+}
+
+// stat prints a file's stat fields on one line.
+func stat(fsys *client.Fsys, path string, out io.Writer) error {
+	d, err := fsys.Stat(path)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(out, d.String())
+	return err
+}
+
+func read(fsys *client.Fsys, path string, out io.Writer) (err error) {
+	fid, err := fsys.Open(path, plan9.OREAD)
+	if err != nil {
+		return err
+	}
+	defer closeFid(fid, &err)
 	_, err = io.Copy(out, fid)
 	return err
 }
 
-func write(fsys *client.Fsys, path string, in io.Reader) error {
+// write copies in to PATH, truncating it; a file that is not there is
+// created (plan9port's write only opens), so publishing into t/ or a/
+// is one command. The error of the close, where t/ and a/ publish, is
+// the command's error.
+func write(fsys *client.Fsys, path string, in io.Reader) (err error) {
 	fid, err := fsys.Open(path, plan9.OWRITE|plan9.OTRUNC)
 	if err != nil {
-		return err
+		if _, serr := fsys.Stat(path); serr == nil {
+			return err // it is there and refuses the open
+		}
+		if fid, err = fsys.Create(path, plan9.OWRITE, 0o666); err != nil {
+			return err
+		}
 	}
-	defer fid.Close()
+	defer closeFid(fid, &err)
 	buf := make([]byte, 8192)
 	for {
 		n, rerr := in.Read(buf)
@@ -132,33 +209,41 @@ func write(fsys *client.Fsys, path string, in io.Reader) error {
 	}
 }
 
+// create makes an empty file, as plan9port's `9p create` does (perm
+// 0666; opened for writing, which every server lets a creator do). In t/
+// and a/ it is pending: walks find it, and a write that leaves valid
+// content in it publishes it.
+func create(fsys *client.Fsys, path string) (err error) {
+	fid, err := fsys.Create(path, plan9.OWRITE, 0o666)
+	if err != nil {
+		return err
+	}
+	closeFid(fid, &err)
+	return err
+}
+
 // rdwr opens PATH for reading and writing, then for each line of input
 // writes the line at offset 0 and prints what the file answers, as
 // plan9port's `9p rdwr` does.
-func rdwr(fsys *client.Fsys, path string, in io.Reader, out io.Writer) error {
+// The first failure ends it: its error is the command's, reported once.
+func rdwr(fsys *client.Fsys, path string, in io.Reader, out io.Writer) (err error) {
 	fid, err := fsys.Open(path, plan9.ORDWR)
 	if err != nil {
 		return err
 	}
-	defer fid.Close()
+	defer closeFid(fid, &err)
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), 1<<20+4096)
-	var firstErr error
 	for sc.Scan() {
 		answer, err := exchange(fid, sc.Bytes())
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "%s: %v\n", path, err)
-			if firstErr == nil {
-				firstErr = err
-			}
-			continue
+			return err
 		}
-		out.Write(answer)
+		if _, err := out.Write(answer); err != nil {
+			return err
+		}
 	}
-	if err := sc.Err(); err != nil {
-		return err
-	}
-	return firstErr
+	return sc.Err()
 }
 
 // exchange writes a request at offset 0 and reads the whole answer from

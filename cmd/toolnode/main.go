@@ -12,8 +12,8 @@ import (
 
 const usage = `usage:
   toolnode [serve] [flags]                 run a node (toolnode serve -h lists the flags)
-  toolnode 9p [-a ADDR] ls|read|write|rdwr PATH
-  toolnode 9p ADDR ls|read|write|rdwr PATH a small 9P client, like plan9port's 9p
+  toolnode 9p [-a ADDR | ADDR] VERB PATH  a small 9P client, like plan9port's 9p; VERB is
+                                           ls [-l], stat, read, write (creates), rdwr, create or rm
   toolnode call [-a ADDR] [-session S -agent A] NAME [JSON]
   toolnode keygen                          print a new gossip key
 `
