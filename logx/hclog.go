@@ -21,9 +21,10 @@ type HclogOptions struct {
 	// change).
 	Quiet bool
 	// Adjust, when set, may change the level of a record given its
-	// level and message (without the name): a library's ERROR that is
-	// expected in some state of the caller becomes an INFO there.
-	Adjust func(level slog.Level, msg string) slog.Level
+	// level, message (without the name) and hclog's key, value list: a
+	// library's ERROR that is expected in some state of the caller
+	// becomes an INFO there.
+	Adjust func(level slog.Level, msg string, args []any) slog.Level
 }
 
 // Hclog returns an hclog.Logger that logs into l.
@@ -58,7 +59,7 @@ func (h *hcLogger) level(l hclog.Level) slog.Level {
 func (h *hcLogger) Log(l hclog.Level, msg string, args ...any) {
 	level := h.level(l)
 	if h.opt.Adjust != nil {
-		level = h.opt.Adjust(level, msg)
+		level = h.opt.Adjust(level, msg, args)
 	}
 	ctx := context.Background()
 	if !h.l.Enabled(ctx, level) {

@@ -17,10 +17,17 @@ func Writer(l *slog.Logger, level slog.Level) io.Writer {
 	return &writer{l: l, level: level}
 }
 
+// AdjustedWriter is Writer with a hook that may change a record's level
+// given its level and message (without the level prefix).
+func AdjustedWriter(l *slog.Logger, level slog.Level, adjust func(level slog.Level, msg string) slog.Level) io.Writer {
+	return &writer{l: l, level: level, adjust: adjust}
+}
+
 type writer struct {
 	l      *slog.Logger
 	level  slog.Level
 	prefix string // put before every message (an hclog name and ": ")
+	adjust func(slog.Level, string) slog.Level
 }
 
 // Write logs p as one record. *log.Logger calls it once per message,
@@ -29,6 +36,9 @@ func (w *writer) Write(p []byte) (int, error) {
 	msg := strings.TrimRight(string(p), "\r\n")
 	msg = stripTimestamp(msg)
 	level, msg := parseLevel(msg, w.level)
+	if w.adjust != nil {
+		level = w.adjust(level, msg)
+	}
 	if !w.l.Enabled(context.Background(), level) {
 		return len(p), nil
 	}

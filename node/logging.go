@@ -3,9 +3,13 @@ package node
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
+	"strings"
+	"syscall"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -34,18 +38,55 @@ var raftShutdownNoise = map[string]bool{
 }
 
 // raftLogger is Raft's logger: its warnings and errors at the default
-// level, its narration at DEBUG, and the expected noise of a clean stop
-// at INFO.
+// level, its narration at DEBUG, and the expected noise of a stop at INFO.
 func (n *Node) raftLogger() hclog.Logger {
 	return logx.Hclog(n.cfg.Logger, logx.HclogOptions{
 		Name:  "raft",
 		Quiet: true,
-		Adjust: func(level slog.Level, msg string) slog.Level {
-			if level > slog.LevelInfo && n.closing.Load() && raftShutdownNoise[msg] {
+		Adjust: func(level slog.Level, msg string, args []any) slog.Level {
+			switch {
+			case level <= slog.LevelInfo:
+			case n.closing.Load() && raftShutdownNoise[msg]:
+				return slog.LevelInfo
+			case msg == "failed to decode incoming command" && peerHungUp(args):
+				// A peer that stops (or drops a pooled connection)
+				// resets it: no command was lost.
 				return slog.LevelInfo
 			}
 			return level
 		},
+	})
+}
+
+// peerHungUp reports whether an hclog "error" value is a connection the
+// other end closed or reset.
+func peerHungUp(args []any) bool {
+	for i := 0; i+1 < len(args); i += 2 {
+		if k, _ := args[i].(string); k != "error" {
+			continue
+		}
+		err, _ := args[i+1].(error)
+		if err == nil {
+			return false
+		}
+		if errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return true
+		}
+		// The decoder may flatten the error into its text.
+		text := err.Error()
+		return strings.Contains(text, syscall.ECONNRESET.Error()) || strings.Contains(text, net.ErrClosed.Error())
+	}
+	return false
+}
+
+// gossipLogOutput is memberlist's log. Once the node closes, gossip that
+// fails on the connection this node just closed is INFO.
+func (n *Node) gossipLogOutput() io.Writer {
+	return logx.AdjustedWriter(n.cfg.Logger, slog.LevelInfo, func(level slog.Level, msg string) slog.Level {
+		if level > slog.LevelInfo && n.closing.Load() && strings.Contains(msg, net.ErrClosed.Error()) {
+			return slog.LevelInfo
+		}
+		return level
 	})
 }
 
@@ -60,7 +101,7 @@ func (n *Node) logDirs() {
 		case d.dir == "":
 			n.cfg.Logger.Info(d.kind + ": no directory to watch")
 		case errors.Is(err, fs.ErrNotExist):
-			n.cfg.Logger.Warn(fmt.Sprintf("%s: directory %s does not exist; watching for it: what it holds is published once it is created", d.kind, d.dir))
+			n.warnf("%s: directory %s does not exist; watching for it: what it holds is published once it is created", d.kind, d.dir)
 		case err != nil:
 			n.warnf("%s: directory %s: %v; watching for it", d.kind, d.dir, err)
 		case !fi.IsDir():

@@ -304,7 +304,7 @@ func (n *Node) startGossip() error {
 		Advertise: n.cfg.Advertise,
 		Key:       n.cfg.EncryptKey,
 		Meta:      n.meta(),
-		LogOutput: logx.Writer(n.cfg.Logger, slog.LevelInfo),
+		LogOutput: n.gossipLogOutput(),
 		Transport: n.cfg.GossipTransport,
 	})
 	if err != nil {

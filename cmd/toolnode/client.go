@@ -57,7 +57,7 @@ func ninep(args []string) error {
 	}
 	verb, args := args[0], args[1:]
 	if !ninepVerbs[verb] {
-		return fmt.Errorf("unknown verb %q\n%s", verb, ninepUsage)
+		return fmt.Errorf("unknown verb %q: ls [-l], stat, read, write, rdwr, create or rm", verb)
 	}
 	long := false
 	if verb == "ls" && len(args) > 0 && args[0] == "-l" {
