@@ -90,6 +90,14 @@ func (n *Node) gossipLogOutput() io.Writer {
 	})
 }
 
+// logNotes logs what ParseMeta noted about a tool being published
+// (legacy fields ignored and the like), one line each.
+func (n *Node) logNotes(tool string, notes []string) {
+	for _, note := range notes {
+		n.logger.Printf("tools: %s.meta: %s", tool, note)
+	}
+}
+
 // logDirs says at start which directories the node watches and publishes,
 // and what happens with one that does not exist: it is watched for (its
 // parent, and a poll), and published once it is created.

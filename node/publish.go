@@ -190,6 +190,7 @@ func (n *Node) syncTools() bool {
 		if ok && cur.Owner == n.cfg.Name && cur.Origin == raftfsm.OriginDir && bytes.Equal(cur.Meta, dt.Meta) && cur.ExecHash == spec.ExecHash {
 			continue
 		}
+		n.logNotes(name, dt.Notes)
 		if spec.ExecHash != "" {
 			if _, stored := n.fsm.Blob(spec.ExecHash); !stored {
 				spec.Exec = exe

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -152,6 +153,12 @@ func TestCLIVerbs(t *testing.T) {
 		}
 	})
 
+	t.Run("legacy_noted", func(t *testing.T) {
+		cliOK(t, e, `{"description": "old style", "cmd": "echo old", "bypass": true}`, "9p", addr, "write", "t/cli_legacy.meta")
+		node.waitLog(t, 5*time.Second, "cli_legacy.meta", "legacy field bypass ignored")
+		cliOK(t, e, "", "9p", addr, "rm", "t/cli_legacy.meta")
+	})
+
 	t.Run("write_creates_in_a", func(t *testing.T) {
 		prof := `{"description": "a profile made by toolnode 9p write", "autoLoad": ["echo"]}` + "\n"
 		cliOK(t, e, prof, "9p", addr, "write", "a/cli.json")
@@ -249,11 +256,17 @@ func Test_E2E_Cluster_CleanStop(t *testing.T) {
 	if err := os.MkdirAll(n3.e.tools, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	n3.addTool(t, "late_dir", "published once its directory was created")
+	// A legacy field is accepted, ignored, and noted in the log.
+	legacy := `{"description": "published once its directory was created", "cmd": "echo late", "readOnly": true}` + "\n"
+	if err := os.WriteFile(filepath.Join(n3.e.tools, "late_dir.meta"), []byte(legacy), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	pollUntil(t, 20*time.Second, "late_dir in s1's t/idx", func() (bool, string) {
 		idx, err := read9(n1.e.p9, "t/idx")
 		return err == nil && strings.Contains(idx, "late_dir\t"), idx
 	})
+
+	n3.p.waitLog(t, 5*time.Second, "late_dir.meta", "legacy field readOnly ignored")
 
 	leader := currentLeader(t, nodes)
 	follower := others(nodes, leader)[0]
