@@ -76,9 +76,9 @@ func cliOK(t *testing.T, e *env, stdin string, args ...string) string {
 	return r.stdout
 }
 
-// lsLong is a line of `toolnode 9p ls -l`: mode, uid, gid, length,
-// mtime, name.
-var lsLong = regexp.MustCompile(`^[-d][-alLADSP]?[-r][-w][-x][-r][-w][-x][-r][-w][-x] \S+ \S+ +\d+ [A-Z][a-z]{2} [ 1-3]\d ( \d{4}|\d\d:\d\d) (\S+)$`)
+// lsLong is a line of `toolnode 9p ls -l`, as of plan9port's `9p ls -l`:
+// mode, type M, dev 0, uid, gid, length, mtime, name.
+var lsLong = regexp.MustCompile(`^[-d][-l][-r][-w][-x][-r][-w][-x][-r][-w][-x] M 0 \S+ +\S+ +\d+ [A-Z][a-z]{2} [ 1-3]\d ( \d{4}|\d\d:\d\d) (\S+)$`)
 
 func TestCLIVerbs(t *testing.T) {
 	t.Parallel()
@@ -123,7 +123,11 @@ func TestCLIVerbs(t *testing.T) {
 
 	t.Run("stat", func(t *testing.T) {
 		got := cliOK(t, e, "", "9p", addr, "stat", "t/idx")
-		for _, want := range []string{"name 'idx'", "mode --r--r--r--", "mtime ", "length "} {
+		// Plan 9's %D, as plan9port's `9p stat` prints it.
+		if !regexp.MustCompile(`^'idx' '\S+' '\S+' '\S*' q \([0-9a-f]{16} \d+ \) m 0444 at \d+ mt \d+ l \d+ t \d+ d \d+\n$`).MatchString(got) {
+			t.Errorf("stat t/idx = %q, not Plan 9's %%D", got)
+		}
+		for _, want := range []string{"'idx' ", " m 0444 ", " mt ", " l "} {
 			if !strings.Contains(got, want) {
 				t.Errorf("stat t/idx = %q: no %q", got, want)
 			}

@@ -107,8 +107,8 @@ func closeFid(fid *client.Fid, err *error) {
 }
 
 // ls lists a directory, sorted, a "/" after subdirectories; a file lists
-// itself. Long (-l) lines are those of plan9port's `9p ls -l`: mode, uid,
-// gid, length, mtime, name.
+// itself. Long (-l) lines are plan9port's `9p ls -l`: mode, type M, dev 0,
+// uid, gid, length, mtime and name, in columns for a directory.
 func ls(fsys *client.Fsys, path string, long bool, out io.Writer) (err error) {
 	fid, err := fsys.Open(path, plan9.OREAD)
 	if err != nil {
@@ -119,52 +119,85 @@ func ls(fsys *client.Fsys, path string, long bool, out io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	dirs := []*plan9.Dir{st}
-	if st.Mode&plan9.DMDIR != 0 {
-		if dirs, err = fid.Dirreadall(); err != nil {
-			return err
-		}
-	}
-	sort.Slice(dirs, func(i, j int) bool { return dirs[i].Name < dirs[j].Name })
 	w := bufio.NewWriter(out)
 	defer w.Flush()
-	width := 0
-	for _, d := range dirs {
-		width = max(width, len(strconv.FormatUint(d.Length, 10)))
-	}
 	now := time.Now()
-	for _, d := range dirs {
-		name := d.Name
+	if st.Mode&plan9.DMDIR == 0 {
 		if long {
-			fmt.Fprintf(w, "%v %s %s %*d %s %s\n", d.Mode, d.Uid, d.Gid, width, d.Length, lsTime(d.Mtime, now), name)
-			continue
+			fmt.Fprintf(w, "%v M 0 %s %s %d %s %s\n", st.Mode, st.Uid, st.Gid, st.Length, lsTime(st.Mtime, now), quote9(st.Name))
+		} else {
+			fmt.Fprintln(w, st.Name)
 		}
-		if d.Mode&plan9.DMDIR != 0 && st.Mode&plan9.DMDIR != 0 {
-			name += "/"
+		return nil
+	}
+	dirs, err := fid.Dirreadall()
+	if err != nil {
+		return err
+	}
+	sort.Slice(dirs, func(i, j int) bool { return dirs[i].Name < dirs[j].Name })
+	var uidW, gidW, lenW int
+	for _, d := range dirs {
+		uidW, gidW = max(uidW, len(d.Uid)), max(gidW, len(d.Gid))
+		lenW = max(lenW, len(strconv.FormatUint(d.Length, 10)))
+	}
+	for _, d := range dirs {
+		switch {
+		case long:
+			fmt.Fprintf(w, "%v M 0 %-*s %-*s %*d %s %s\n", d.Mode, uidW, d.Uid, gidW, d.Gid, lenW, d.Length, lsTime(d.Mtime, now), quote9(d.Name))
+		case d.Mode&plan9.DMDIR != 0:
+			fmt.Fprintln(w, d.Name+"/")
+		default:
+			fmt.Fprintln(w, d.Name)
 		}
-		fmt.Fprintln(w, name)
 	}
 	return nil
 }
 
-// lsTime is ls's date: "Jan  2 15:04" within half a year, else
-// "Jan  2  2006".
+// lsTime is plan9port's date of ls -l, in local time: "Jan  2 15:04"
+// within six months (30-day ones) before now, else "Jan  2  2006".
 func lsTime(sec uint32, now time.Time) string {
 	t := time.Unix(int64(sec), 0)
-	if d := now.Sub(t); d < 0 || d > 180*24*time.Hour {
-		return t.Format("Jan _2  2006")
+	if now.Unix()-int64(sec) < 6*30*86400 {
+		return t.Format("Jan _2 15:04")
 	}
-	return t.Format("Jan _2 15:04")
+	return fmt.Sprintf("%s %5d", t.Format("Jan _2"), t.Year())
 }
 
-// stat prints a file's stat fields on one line.
+// quote9 quotes a name as Plan 9's %q does: in single quotes, a quote
+// doubled, when it is empty or holds a space, a control character or a
+// quote.
+func quote9(s string) string {
+	if s != "" && !strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r == '\'' }) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+}
+
+// stat prints a file's stat fields on one line, as plan9port's `9p stat`
+// does (Plan 9's %D).
 func stat(fsys *client.Fsys, path string, out io.Writer) error {
 	d, err := fsys.Stat(path)
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintln(out, d.String())
+	_, err = fmt.Fprintln(out, statLine(d))
 	return err
+}
+
+// statLine is Plan 9's %D of a Dir.
+func statLine(d *plan9.Dir) string {
+	qt := ""
+	for _, c := range []struct {
+		bit uint8
+		c   string
+	}{{plan9.QTDIR, "d"}, {plan9.QTAPPEND, "a"}, {plan9.QTEXCL, "l"}, {plan9.QTAUTH, "A"}} {
+		if d.Qid.Type&c.bit != 0 {
+			qt += c.c
+		}
+	}
+	return fmt.Sprintf("'%s' '%s' '%s' '%s' q (%016x %d %s) m %#o at %d mt %d l %d t %d d %d",
+		d.Name, d.Uid, d.Gid, d.Muid, d.Qid.Path, d.Qid.Vers, qt, uint32(d.Mode),
+		d.Atime, d.Mtime, d.Length, d.Type, d.Dev)
 }
 
 func read(fsys *client.Fsys, path string, out io.Writer) (err error) {
