@@ -187,6 +187,10 @@ func TestCLIVerbs(t *testing.T) {
 		cliFails(t, e, "", "rm /t/cli_nope.meta: ", nil, "9p", addr, "rm", "t/cli_nope.meta")
 		cliFails(t, e, "", "unknown verb", nil, "9p", addr, "frob", "t")
 		cliFails(t, e, "", "cannot reach a node", nil, "9p", "127.0.0.1:1", "read", "node")
+		// A bad flag: the flag package's message and usage, once; status 2.
+		if r := runCLIResult(t, e, "", "9p", "-x", "ls", "/"); r.code != 2 || strings.Count(r.stderr, "flag provided but not defined: -x") != 1 {
+			t.Errorf("toolnode 9p -x: exit status %d, stderr %q; want 2 and the error once", r.code, r.stderr)
+		}
 		// rdwr stops at its first failure: the answers before it are
 		// printed, the error once.
 		r := cliFails(t, e, "name=cli_dup\nname=cli_dup\nname=never\n", "rdwr /session/new: ", []string{"already exists"}, "9p", addr, "rdwr", "session/new")

@@ -45,7 +45,7 @@ const ninepUsage = "usage: toolnode 9p [-a ADDR | ADDR] ls [-l]|stat|read|write|
 func ninep(args []string) error {
 	fs := flag.NewFlagSet("9p", flag.ContinueOnError)
 	addr := fs.String("a", defaultAddr(), "node 9P address")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	args = fs.Args()
@@ -311,7 +311,7 @@ func call(args []string) error {
 	addr := fs.String("a", defaultAddr(), "node 9P address")
 	session := fs.String("session", "", "session to call as")
 	agent := fs.String("agent", "", "agent to call as (with -session)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() < 1 || fs.NArg() > 2 {

@@ -50,7 +50,7 @@ func serve(args []string) (err error) {
 	fs.BoolVar(&useExamp, "examples", false, "serve the built-in example tools and profiles (unless -tools/-agents are given)")
 	logLevel := fs.String("log-level", "info", "least level logged: debug, info, warn or error")
 	logFormat := fs.String("log-format", logx.Text, "log format on stderr: text (key=value) or json")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	logger, err := newLogger(*logFormat, *logLevel)
@@ -118,10 +118,6 @@ func serve(args []string) (err error) {
 		return errors.New("shutdown took longer than 30s")
 	}
 }
-
-// errReported is returned by a command that has reported its error
-// itself (a node logs it); main only sets the exit status.
-var errReported = errors.New("reported")
 
 // newLogger makes the process's log on stderr and routes the standard
 // logger into it too (a dependency of the Raft log store writes through
