@@ -121,6 +121,26 @@ func TestCLIVerbs(t *testing.T) {
 		}
 	})
 
+	t.Run("as_plan9port", func(t *testing.T) {
+		// plan9port's 9p, when installed, prints the same.
+		p9, err := exec.LookPath("9p")
+		if err != nil {
+			t.Skip("plan9port's 9p is not in PATH")
+		}
+		host, port, _ := strings.Cut(addr, ":")
+		for _, args := range [][]string{{"ls", "-l", "t"}, {"ls", "-l", "/"}, {"ls", "-l", "t/echo.meta"}, {"stat", "t/idx"}, {"ls", "a"}} {
+			cmd := exec.Command(p9, append([]string{"-a", "tcp!" + host + "!" + port}, args...)...)
+			cmd.Env = e.childEnv()
+			want, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("9p %q: %v", args, err)
+			}
+			if got := cliOK(t, e, "", append([]string{"9p", addr}, args...)...); got != string(want) {
+				t.Errorf("toolnode 9p %q:\n%s\nplan9port's 9p:\n%s", args, got, want)
+			}
+		}
+	})
+
 	t.Run("stat", func(t *testing.T) {
 		got := cliOK(t, e, "", "9p", addr, "stat", "t/idx")
 		// Plan 9's %D, as plan9port's `9p stat` prints it.
