@@ -38,7 +38,8 @@ var raftShutdownNoise = map[string]bool{
 }
 
 // raftLogger is Raft's logger: its warnings and errors at the default
-// level, its narration at DEBUG, and the expected noise of a stop at INFO.
+// level, its narration at DEBUG, and what it warns of as a healthy
+// cluster forms and stops at INFO.
 func (n *Node) raftLogger() hclog.Logger {
 	return logx.Hclog(n.cfg.Logger, logx.HclogOptions{
 		Name:  "raft",
@@ -52,31 +53,54 @@ func (n *Node) raftLogger() hclog.Logger {
 				// A peer that stops (or drops a pooled connection)
 				// resets it: no command was lost.
 				return slog.LevelInfo
+			case raftStartNoise(msg, args):
+				return slog.LevelInfo
 			}
 			return level
 		},
 	})
 }
 
+// raftStartNoise reports whether Raft's warning is what a healthy
+// cluster logs as it forms: a node's first election, with no leader ever
+// seen (a cluster of one bootstrapping), and a new member with an empty
+// log being caught up from its first entry (on the leader and on the new
+// member).
+func raftStartNoise(msg string, args []any) bool {
+	switch msg {
+	case "heartbeat timeout reached, starting election":
+		return fmt.Sprint(argValue(args, "last-leader-id")) == ""
+	case "appendEntries rejected, sending older logs":
+		return fmt.Sprint(argValue(args, "next")) == "1"
+	case "failed to get previous log":
+		return fmt.Sprint(argValue(args, "last-index")) == "0"
+	}
+	return false
+}
+
+// argValue is the value of key in hclog's key, value list, or nil.
+func argValue(args []any, key string) any {
+	for i := 0; i+1 < len(args); i += 2 {
+		if k, _ := args[i].(string); k == key {
+			return args[i+1]
+		}
+	}
+	return nil
+}
+
 // peerHungUp reports whether an hclog "error" value is a connection the
 // other end closed or reset.
 func peerHungUp(args []any) bool {
-	for i := 0; i+1 < len(args); i += 2 {
-		if k, _ := args[i].(string); k != "error" {
-			continue
-		}
-		err, _ := args[i+1].(error)
-		if err == nil {
-			return false
-		}
-		if errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return true
-		}
-		// The decoder may flatten the error into its text.
-		text := err.Error()
-		return strings.Contains(text, syscall.ECONNRESET.Error()) || strings.Contains(text, net.ErrClosed.Error())
+	err, _ := argValue(args, "error").(error)
+	if err == nil {
+		return false
 	}
-	return false
+	if errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	// The decoder may flatten the error into its text.
+	text := err.Error()
+	return strings.Contains(text, syscall.ECONNRESET.Error()) || strings.Contains(text, net.ErrClosed.Error())
 }
 
 // gossipLogOutput is memberlist's log. Once the node closes, gossip that
