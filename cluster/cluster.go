@@ -259,8 +259,12 @@ func (c *Cluster) Leave(timeout time.Duration) error {
 	c.mu.Lock()
 	c.meta.Leaving = true
 	c.mu.Unlock()
-	if err := c.ml.UpdateNode(timeout / 4); err != nil {
-		c.logger.Printf("cluster: announcing the leave: %v", err)
+	// UpdateNode returns once the broadcast has been sent as often as
+	// memberlist retransmits it (4 gossip rounds of 200 ms in a small
+	// cluster), which a quarter of the usual 2 s did not allow. Not all
+	// of them by the deadline is no failure: the leave message follows.
+	if err := c.ml.UpdateNode(timeout / 2); err != nil {
+		c.logger.Printf("cluster: the leaving flag was not yet retransmitted to every member (%v); leaving anyway", err)
 	}
 	err := c.ml.Leave(timeout)
 	if serr := c.Shutdown(); err == nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
 
+	"github.com/toolnode/toolnode/logx"
 	"github.com/toolnode/toolnode/registry"
 )
 
@@ -57,6 +59,10 @@ type Config struct {
 
 	// LogOutput receives the node's log; default stderr.
 	LogOutput io.Writer
+	// Logger, when set, is the node's log and LogOutput is not used;
+	// default: logx text records of level info and above to LogOutput.
+	// Raft, memberlist and the node's own lines all go through it.
+	Logger *slog.Logger
 
 	// P9Listener and ClusterListener, when set, are used instead of
 	// listening on P9Addr and ClusterAddr (tests pass port-0 listeners).
@@ -131,6 +137,9 @@ func (c *Config) fill() error {
 	}
 	if c.LogOutput == nil {
 		c.LogOutput = os.Stderr
+	}
+	if c.Logger == nil {
+		c.Logger, _ = logx.New(c.LogOutput, logx.Text, slog.LevelInfo)
 	}
 	return nil
 }

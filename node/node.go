@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/toolnode/toolnode/audit"
 	"github.com/toolnode/toolnode/cluster"
+	"github.com/toolnode/toolnode/logx"
 	"github.com/toolnode/toolnode/metrics"
 	"github.com/toolnode/toolnode/p9"
 	"github.com/toolnode/toolnode/raftfsm"
@@ -80,7 +82,8 @@ type Node struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	audit *audit.Log // Config.AuditFile; nil: none
+	audit   *audit.Log  // Config.AuditFile; nil: none
+	closing atomic.Bool // Close has begun: Raft's shutdown noise is expected (logging.go)
 }
 
 // New starts a node: Raft on its data directory, gossip, the publisher of
@@ -92,7 +95,7 @@ func New(cfg Config) (n *Node, err error) {
 	}
 	n = &Node{
 		cfg:       cfg,
-		logger:    log.New(cfg.LogOutput, "", log.LstdFlags|log.Lmsgprefix),
+		logger:    log.New(logx.Writer(cfg.Logger, slog.LevelInfo), "", 0),
 		reconcile: make(chan struct{}, 1),
 		metaKick:  make(chan struct{}, 1),
 	}
@@ -145,6 +148,7 @@ func New(cfg Config) (n *Node, err error) {
 		return nil, err
 	}
 	n.catalog.rebuild(n.fsm.Tools, n.fsm.Tool)
+	n.logDirs()
 	n.startPublisher()
 	n.startResolver()
 	n.gossip.SetCapabilities(n.catalog.caps())
@@ -180,10 +184,10 @@ func (n *Node) setupRunner() {
 	switch abi, err := registry.SandboxStatus(); {
 	case n.cfg.Yolo:
 		n.sandbox = "off (-yolo)"
-		n.logger.Printf("WARNING: -yolo: tools run WITHOUT the sandbox and can change any file this user can")
+		n.warnf("-yolo: tools run WITHOUT the sandbox and can change any file this user can")
 	case err != nil:
 		n.sandbox = "unavailable: " + err.Error()
-		n.logger.Printf("sandbox unavailable: %v; this node will refuse to run tools (start it with -yolo to run them unsandboxed)", err)
+		n.warnf("sandbox unavailable: %v; this node will refuse to run tools (start it with -yolo to run them unsandboxed)", err)
 	default:
 		n.sandbox = fmt.Sprintf("landlock ABI %d", abi)
 	}
@@ -214,7 +218,7 @@ func (n *Node) startRaft() error {
 	if err := os.MkdirAll(filepath.Join(dir, "wal"), 0o700); err != nil {
 		return fmt.Errorf("raft directory: %w", err)
 	}
-	hl := hclog.New(&hclog.LoggerOptions{Name: "raft", Output: n.cfg.LogOutput, Level: hclog.Warn})
+	hl := n.raftLogger()
 	// The WAL does not close a meta store it did not make; holding our own
 	// lets Close release its file lock, so the node can be reopened.
 	n.walMeta = &metadb.BoltMetaDB{}
@@ -328,7 +332,7 @@ func (n *Node) startGossip() error {
 		Advertise: n.cfg.Advertise,
 		Key:       n.cfg.EncryptKey,
 		Meta:      n.meta(),
-		LogOutput: filteredLog{n.cfg.LogOutput},
+		LogOutput: n.gossipLogOutput(),
 		Transport: n.cfg.GossipTransport,
 	})
 	if err != nil {
@@ -642,15 +646,16 @@ func (n *Node) Close() error {
 		} else if n.p9ln != nil {
 			n.p9ln.Close()
 		}
+		n.closing.Store(true)
 		if n.raft != nil && n.raft.State() == raft.Leader && n.otherVoters() {
 			if err := n.raft.LeadershipTransfer().Error(); err != nil {
-				n.logger.Printf("handing over leadership: %v", err)
+				n.warnf("handing over leadership: %v", err)
 			}
 		}
 		n.cancel()
 		if n.gossip != nil {
 			if err := n.gossip.Leave(2 * time.Second); err != nil {
-				n.logger.Printf("gossip leave: %v", err)
+				n.warnf("gossip leave: %v", err)
 			}
 		}
 		n.wg.Wait()
@@ -698,16 +703,4 @@ func (n *Node) otherVoters() bool {
 		}
 	}
 	return false
-}
-
-// filteredLog drops memberlist's debug chatter.
-type filteredLog struct {
-	w interface{ Write([]byte) (int, error) }
-}
-
-func (f filteredLog) Write(p []byte) (int, error) {
-	if strings.Contains(string(p), "[DEBUG]") {
-		return len(p), nil
-	}
-	return f.w.Write(p)
 }

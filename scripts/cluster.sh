@@ -213,8 +213,12 @@ up() {
 			"$node" "$(p9_port "$node")" "$(gossip_port "$node")" "$(cluster_port "$node")" \
 			"$(has_jq "$node" && echo jq || echo no-jq)" "$DIR/$node/log"
 	done
-	local again=scripts/cluster.sh
-	[[ -z ${TOOLNODE_CLUSTER_DIR:-} ]] || again="TOOLNODE_CLUSTER_DIR=$DIR $again"
+	# status and down find this cluster by the same variables: the hint
+	# carries those that were set, or it would show another cluster.
+	local again=scripts/cluster.sh v
+	for v in TOOLNODE_CLUSTER_PORT TOOLNODE_GOSSIP_PORT TOOLNODE_9P_PORT TOOLNODE_CLUSTER_DIR; do
+		[[ -z ${!v:-} ]] || again="$v=${!v} $again"
+	done
 	cat <<-MSG
 
 		  $BIN 9p 127.0.0.1:$(p9_port "$BOOTSTRAP") read cluster/members

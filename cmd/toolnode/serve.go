@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -15,10 +16,11 @@ import (
 	"time"
 
 	"github.com/toolnode/toolnode/examples"
+	"github.com/toolnode/toolnode/logx"
 	"github.com/toolnode/toolnode/node"
 )
 
-func serve(args []string) error {
+func serve(args []string) (err error) {
 	if err := loadEnvFile(configPath("env")); err != nil {
 		return err
 	}
@@ -50,9 +52,23 @@ func serve(args []string) error {
 	fs.StringVar(&cfg.P9Anon, "9p-anon", "", "role of a 9P attach without a token: none, read, call, publish or admin (default: admin on loopback, else none)")
 	fs.StringVar(&cfg.AuditFile, "audit", "", "append one JSON line per state change and per call to `FILE` (reopened on SIGHUP)")
 	fs.BoolVar(&useExamp, "examples", false, "serve the built-in example tools and profiles (unless -tools/-agents are given)")
-	if err := fs.Parse(args); err != nil {
+	logLevel := fs.String("log-level", "info", "least level logged: debug, info, warn or error")
+	logFormat := fs.String("log-format", logx.Text, "log format on stderr: text (key=value) or json")
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	logger, err := newLogger(*logFormat, *logLevel)
+	if err != nil {
+		return err
+	}
+	cfg.Logger = logger
+	// From here on an error is logged, not printed: stderr is all records.
+	defer func() {
+		if err != nil {
+			logger.Error("toolnode: " + err.Error())
+			err = errReported
+		}
+	}()
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
@@ -81,11 +97,8 @@ func serve(args []string) error {
 		}
 	}
 
-	// Our own logger: a dependency of the Raft log store reformats the
-	// standard one at init.
-	logger := log.New(os.Stderr, "", log.LstdFlags)
 	cfg.LogOutput = os.Stderr
-	logger.Printf("toolnode: data %s, tools %s, agents %s", cfg.DataDir, orNone(cfg.ToolsDir), orNone(cfg.AgentsDir))
+	logger.Info("toolnode: starting", "data", cfg.DataDir, "tools", orNone(cfg.ToolsDir), "agents", orNone(cfg.AgentsDir))
 	// Signals are caught before the node starts: starting can wait for a
 	// leader, and a SIGTERM then must still stop the node cleanly.
 	sig := make(chan os.Signal, 1)
@@ -106,16 +119,38 @@ func serve(args []string) error {
 			n.ReopenAudit()
 		}
 	}
-	logger.Printf("toolnode: %v: shutting down", s)
+	logger.Info(fmt.Sprintf("toolnode: %v: shutting down", s))
 	signal.Stop(sig)
 	done := make(chan error, 1)
 	go func() { done <- n.Close() }()
 	select {
 	case err := <-done:
+		if err == nil {
+			logger.Info("toolnode: stopped")
+		}
 		return err
 	case <-time.After(30 * time.Second):
 		return errors.New("shutdown took longer than 30s")
 	}
+}
+
+// newLogger makes the process's log on stderr and routes the standard
+// logger into it too (a dependency of the Raft log store writes through
+// it), so that everything the node writes is one format.
+func newLogger(format, level string) (*slog.Logger, error) {
+	lv, err := logx.ParseLevel(level)
+	if err != nil {
+		return nil, err
+	}
+	logger, err := logx.New(os.Stderr, format, lv)
+	if err != nil {
+		return nil, err
+	}
+	slog.SetDefault(logger)
+	log.SetOutput(logx.Writer(logger, slog.LevelInfo))
+	log.SetFlags(0)
+	log.SetPrefix("")
+	return logger, nil
 }
 
 func orNone(s string) string {
