@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -36,6 +37,8 @@ type Config struct {
 
 	CallTimeout time.Duration // default 30s
 	Yolo        bool          // run tools without the sandbox
+	MaxCalls    int           // calls run at once on this node; default 4 × cores
+	Workdirs    []string      // trees a session's cwd must lie in; none: anywhere the rules allow
 
 	// ResolveEvery is how often variants are re-resolved against the host
 	// (a binary can be installed later). Default 30s.
@@ -113,6 +116,19 @@ func (c *Config) fill() error {
 	}
 	if c.CallTimeout <= 0 {
 		c.CallTimeout = DefaultCallTimeout
+	}
+	if c.MaxCalls <= 0 {
+		c.MaxCalls = 4 * runtime.NumCPU()
+	}
+	for i, w := range c.Workdirs {
+		abs, err := filepath.Abs(w)
+		if err != nil {
+			return fmt.Errorf("-workdirs %q: %w", w, err)
+		}
+		if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
+			return fmt.Errorf("-workdirs %q is not a directory", w)
+		}
+		c.Workdirs[i] = abs
 	}
 	if c.ResolveEvery <= 0 {
 		c.ResolveEvery = 30 * time.Second

@@ -35,7 +35,7 @@ func (r *Runner) Protections() []string {
 	} else {
 		out = append(out, fmt.Sprintf("landlock ABI %d", abi))
 	}
-	out = append(out, r.contain.describe()...)
+	out = append(out, r.containment().describe()...)
 	out = append(out, fmt.Sprintf("uid %d", os.Getuid()))
 	return out
 }
@@ -57,8 +57,10 @@ func (c *containment) describe() []string {
 		out = append(out, "orphans not contained: no cgroup and no subreaper, only the process group is killed")
 	}
 	switch {
-	case c.v2Pids || c.v1 != "":
+	case c.v2Pids:
 		out = append(out, fmt.Sprintf("pids.max %d per call", c.maxProcs))
+	case c.v1 != "":
+		out = append(out, fmt.Sprintf("pids.max %d per call (cgroup v1)", c.maxProcs))
 	default:
 		out = append(out, "process limit missing: no pids controller for the node's cgroup")
 	}

@@ -45,6 +45,9 @@ func serve(args []string) error {
 	fs.StringVar(&cfg.TLSCA, "tls-ca", "", "CA that signs every node's certificate")
 	fs.DurationVar(&cfg.CallTimeout, "call-timeout", node.DefaultCallTimeout, "limit of one tool run")
 	fs.BoolVar(&cfg.Yolo, "yolo", false, "run tools without the sandbox")
+	fs.IntVar(&cfg.MaxCalls, "max-calls", 0, "concurrent calls on this node (default 4 x cores)")
+	var workdirs string
+	fs.StringVar(&workdirs, "workdirs", "", "trees a session cwd must lie in, comma-separated")
 	fs.BoolVar(&useExamp, "examples", false, "serve the built-in example tools and profiles (unless -tools/-agents are given)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -56,6 +59,9 @@ func serve(args []string) error {
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if join != "" {
 		cfg.Join = strings.Split(join, ",")
+	}
+	if workdirs != "" {
+		cfg.Workdirs = strings.Split(workdirs, ",")
 	}
 	if encrypt != "" {
 		key, err := base64.StdEncoding.DecodeString(encrypt)
