@@ -3,6 +3,7 @@
 package registry
 
 import (
+	"errors"
 	"os"
 	"strconv"
 	"strings"
@@ -67,14 +68,12 @@ func sweepOrphans(kill bool, within time.Duration) {
 	}
 	startMu.Lock()
 	defer startMu.Unlock()
-	self := os.Getpid()
 	deadline := time.Now().Add(within)
 	for {
-		procs := scanProcs()
 		leadersMu.Lock()
 		var orphans []int
-		for pid, p := range procs {
-			if p.ppid == self && !leaders[pid] && (kill || p.zombie) {
+		for _, pid := range children(os.Getpid()) {
+			if !leaders[pid] && (kill || isZombie(pid)) {
 				orphans = append(orphans, pid)
 			}
 		}
@@ -83,14 +82,10 @@ func sweepOrphans(kill bool, within time.Duration) {
 			return
 		}
 		if kill {
-			children := map[int][]int{}
-			for pid, p := range procs {
-				children[p.ppid] = append(children[p.ppid], pid)
-			}
 			queue := append([]int(nil), orphans...)
 			for len(queue) > 0 {
 				pid := queue[0]
-				queue = append(queue[1:], children[pid]...)
+				queue = append(queue[1:], children(pid)...)
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}
 		}
@@ -103,6 +98,50 @@ func sweepOrphans(kill bool, within time.Duration) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// children lists the children of process pid, from the children files of
+// its threads (CONFIG_PROC_CHILDREN, on in every distribution kernel), or
+// else from a scan of every process.
+func children(pid int) []int {
+	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, t := range tasks {
+		data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + t.Name() + "/children")
+		if errors.Is(err, os.ErrNotExist) && len(tasks) > 0 {
+			return childrenByScan(pid)
+		}
+		for _, f := range strings.Fields(string(data)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+func childrenByScan(ppid int) []int {
+	var out []int
+	for pid, p := range scanProcs() {
+		if p.ppid == ppid {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// isZombie reports whether pid has exited and awaits its reaping.
+func isZombie(pid int) bool {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && i+2 < len(s) && s[i+2] == 'Z'
 }
 
 type procInfo struct {
