@@ -239,3 +239,40 @@ func TestRunner_CloseRemovesCgroups(t *testing.T) {
 		}
 	}
 }
+
+func TestContainment_RemovesStaleCgroups(t *testing.T) {
+	// A node killed outright leaves its call cgroups, and maybe processes
+	// in them; the next Runner on the host kills and removes them.
+	probe := newTestRunner(t, nil)
+	needCgroup(t, probe)
+	c := probe.containment()
+	parent := filepath.Dir(c.v2)
+	if c.v2 == "" {
+		parent = filepath.Dir(c.v1)
+	}
+	dead := 4194000
+	for syscall.Kill(dead, 0) == nil {
+		dead++
+	}
+	stale := filepath.Join(parent, fmt.Sprintf("toolnode-%d-1", dead))
+	call := filepath.Join(stale, "call-1")
+	if err := os.MkdirAll(call, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Remove(call); _ = os.Remove(stale) })
+	sleeper := &os.ProcAttr{Files: []*os.File{nil, nil, nil}}
+	p, err := os.StartProcess("/bin/sleep", []string{"sleep", "1000"}, sleeper)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Kill(); _, _ = p.Wait() })
+	if err := os.WriteFile(filepath.Join(call, "cgroup.procs"), []byte(strconv.Itoa(p.Pid)), 0); err != nil {
+		t.Fatal(err)
+	}
+	r := newTestRunner(t, nil)
+	r.containment()
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("the stale cgroup %s is still there: %v", stale, err)
+	}
+	waitFor(t, 5*time.Second, "the stale call's process to be killed", func() bool { return processGone(p.Pid) })
+}
