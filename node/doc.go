@@ -13,7 +13,10 @@
 // node that can (route.go). The cluster port carries Raft, forwarded
 // writes, routed calls and the leader's reachability check, told apart by
 // their first byte (mux.go), under mutual TLS when configured
-// (tlsconfig.go).
+// (tlsconfig.go). Calls run here pass a first-come, first-served queue of
+// -max-calls slots (callq.go); a session's cwd obeys the rules of DESIGN
+// §7, checked where the session is made and again where each call runs
+// (workdir.go).
 //
 // Only node sees every other package; the others stay ignorant of each
 // other (registry ← raftfsm; p9 and cluster stand alone).
