@@ -120,6 +120,7 @@ func (c *Config) fill() error {
 	if c.MaxCalls <= 0 {
 		c.MaxCalls = 4 * runtime.NumCPU()
 	}
+	c.Workdirs = append([]string(nil), c.Workdirs...) // the caller's slice stays as it was
 	for i, w := range c.Workdirs {
 		abs, err := filepath.Abs(w)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -53,6 +54,9 @@ func detectContainment(maxProcs int) *containment {
 		} else if _, err := os.Stat(filepath.Join(dir, "cgroup.kill")); err != nil {
 			_ = os.Remove(dir)
 			c.missing = append(c.missing, "cgroup v2: no cgroup.kill (Linux 5.14 or later is needed)")
+		} else if err := probeCloneInto(dir); err != nil {
+			_ = os.Remove(dir)
+			c.missing = append(c.missing, fmt.Sprintf("cgroup v2: cannot start a process inside a cgroup (clone3): %v", err))
 		} else {
 			c.v2 = dir
 			// The pids controller reaches the call cgroups only when it is
@@ -108,6 +112,32 @@ func removeStale(parent string) {
 		}
 		_ = os.Remove(dir)
 	}
+}
+
+// probeCloneInto starts /bin/true inside a new cgroup under parent, as
+// every call will be started: clone3 may be missing (before Linux 5.7) or
+// refused by a seccomp filter (some container runtimes), and calls must
+// not all fail for it. Without /bin/true there is nothing to probe with.
+func probeCloneInto(parent string) error {
+	dir := filepath.Join(parent, "probe")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return err
+	}
+	defer os.Remove(dir)
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if _, err := os.Stat("/bin/true"); err != nil {
+		return nil
+	}
+	// A sweep of orphans must not reap it before its wait (reaper_linux.go).
+	startMu.RLock()
+	defer startMu.RUnlock()
+	cmd := exec.Command("/bin/true")
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+	return cmd.Run()
 }
 
 // ownCgroups returns the directories of this process's cgroup in the v2
