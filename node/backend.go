@@ -274,11 +274,16 @@ func (n *Node) NewSession(spec string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if cwd := kv["cwd"]; cwd != "" && !filepath.IsAbs(cwd) {
-		return "", fmt.Errorf("cwd %q is not an absolute path", cwd)
+	cwd := kv["cwd"]
+	if cwd != "" {
+		// Checked here, on the node the session is made on, before it is
+		// replicated; a call re-checks it on the node that runs it.
+		if cwd, err = n.checkCwd(cwd); err != nil {
+			return "", err
+		}
 	}
 	r, err := n.apply(raftfsm.CmdCreateSession, raftfsm.CreateSession{
-		Name: kv["name"], Cwd: kv["cwd"], Profile: kv["agent"], Time: nowNano(),
+		Name: kv["name"], Cwd: cwd, Profile: kv["agent"], Time: nowNano(),
 	})
 	return r.Name, err
 }
@@ -480,9 +485,15 @@ func (n *Node) runHere(ctx context.Context, session, agent string, e *entry, arg
 		return nil, err
 	}
 	cwd := ""
-	if s, ok := n.fsm.Session(session); ok {
-		cwd = s.Cwd
+	if s, ok := n.fsm.Session(session); ok && s.Cwd != "" {
+		if cwd, err = n.checkCwd(s.Cwd); err != nil {
+			return nil, fmt.Errorf("session %q: %w", session, err)
+		}
 	}
+	if err := n.calls.acquire(ctx); err != nil {
+		return nil, fmt.Errorf("tool %q: %w", e.tool.Name, err)
+	}
+	defer n.calls.release()
 	meta := e.resolved
 	return n.runner.Run(ctx, registry.Invocation{
 		Tool: e.tool.Name, Meta: &meta, Exec: exec, Args: args,

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -42,6 +43,8 @@ type Config struct {
 	CallTimeout time.Duration // default 30s
 	AuditFile   string        // the audit log (-audit); "" = none
 	Yolo        bool          // run tools without the sandbox
+	MaxCalls    int           // calls run at once on this node; default 4 × cores
+	Workdirs    []string      // trees a session's cwd must lie in; none: anywhere the rules allow
 
 	// P9Anon is the role of a 9P attach without a token: none, read,
 	// call, publish or admin; "" is admin on a loopback listener and
@@ -128,6 +131,20 @@ func (c *Config) fill() error {
 	}
 	if c.CallTimeout <= 0 {
 		c.CallTimeout = DefaultCallTimeout
+	}
+	if c.MaxCalls <= 0 {
+		c.MaxCalls = 4 * runtime.NumCPU()
+	}
+	c.Workdirs = append([]string(nil), c.Workdirs...) // the caller's slice stays as it was
+	for i, w := range c.Workdirs {
+		abs, err := filepath.Abs(w)
+		if err != nil {
+			return fmt.Errorf("-workdirs %q: %w", w, err)
+		}
+		if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
+			return fmt.Errorf("-workdirs %q is not a directory", w)
+		}
+		c.Workdirs[i] = abs
 	}
 	if c.ResolveEvery <= 0 {
 		c.ResolveEvery = 30 * time.Second

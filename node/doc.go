@@ -18,7 +18,10 @@
 // admin token at first start (tokens.go). With Config.AuditFile, every
 // 9P fid is served through a Backend that records its state changes and
 // calls with the fid's principal, and the node records its own
-// publications and the calls routed to it (audit.go).
+// publications and the calls routed to it (audit.go). Calls run here
+// pass a first-come, first-served queue of -max-calls slots (callq.go);
+// a session's cwd obeys the rules of DESIGN §7, checked where the
+// session is made and again where each call runs (workdir.go).
 //
 // Only node sees every other package; the others stay ignorant of each
 // other (registry ← raftfsm; p9 and cluster stand alone).

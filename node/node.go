@@ -69,7 +69,8 @@ type Node struct {
 	catalog *catalog
 	events  *eventLog
 	runner  *registry.Runner
-	sandbox string // how tools are run, for the node file
+	sandbox string     // how tools are run, for the node file
+	calls   *callQueue // -max-calls
 
 	pub       publisher
 	reconcile chan struct{} // membership changed: the leader reconciles
@@ -181,7 +182,8 @@ func (n *Node) setupRunner() {
 		rc.ExtraPath = []string{n.cfg.ToolsDir}
 	}
 	n.runner = registry.NewRunner(rc)
-	switch abi, err := registry.SandboxStatus(); {
+	n.calls = newCallQueue(n.cfg.MaxCalls, min(n.cfg.CallTimeout, MaxCallWait))
+	switch _, err := registry.SandboxStatus(); {
 	case n.cfg.Yolo:
 		n.sandbox = "off (-yolo)"
 		n.warnf("-yolo: tools run WITHOUT the sandbox and can change any file this user can")
@@ -189,8 +191,12 @@ func (n *Node) setupRunner() {
 		n.sandbox = "unavailable: " + err.Error()
 		n.warnf("sandbox unavailable: %v; this node will refuse to run tools (start it with -yolo to run them unsandboxed)", err)
 	default:
-		n.sandbox = fmt.Sprintf("landlock ABI %d", abi)
+		// What the kernel provides, each protection named, a missing one
+		// included (registry.Runner.Protections).
+		n.sandbox = strings.Join(n.runner.Protections(), "; ")
 	}
+	n.sandbox += fmt.Sprintf("; max-calls %d", n.cfg.MaxCalls)
+	n.logger.Printf("tools run with: %s", n.sandbox)
 }
 
 // raftConfig tunes hashicorp/raft for a LAN: a dead leader is noticed
@@ -660,6 +666,11 @@ func (n *Node) Close() error {
 		}
 		n.wg.Wait()
 		n.fwd.closeAll()
+		if n.runner != nil {
+			if err := n.runner.Close(); err != nil {
+				n.logger.Printf("removing the cgroups of calls: %v", err)
+			}
+		}
 		if n.raft != nil {
 			if err := n.raft.Shutdown().Error(); err != nil {
 				n.closeErr = fmt.Errorf("raft shutdown: %w", err)

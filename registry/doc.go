@@ -12,6 +12,9 @@
 //     (ScanTools, ScanProfiles, ParseProfile, WatchDir);
 //   - command resolution and execution: argument validation, the process
 //     group, timeout, output cap, exit status and stderr tail (Runner);
+//   - holding a call's processes: a cgroup per call (cgroup.kill, pids.max)
+//     or, without one, the node as child subreaper sweeping its orphans;
+//     the list of protections in force (Runner.Protections);
 //   - the Landlock sandbox, applied to a dedicated thread of the node that
 //     starts the tool and ends after it (SandboxStatus, startOnThread).
 //
@@ -28,9 +31,15 @@
 //     outside the schema are refused, so a schema cannot make the node
 //     read files or the network.
 //   - Run kills what is left of a tool's process group when the tool
-//     exits, so no process of a call outlives it. The tool's name is $0 of
-//     a cmd run through /bin/sh -c. PATH entries that are not absolute are
-//     not searched for tools.
+//     exits, and everything in the call's cgroup (or, without cgroups, the
+//     orphans the node inherited as subreaper), so no process of a call
+//     outlives it, setsid and double forks included. A call may have
+//     RunnerConfig.MaxProcs processes where a pids controller exists (v2,
+//     else the v1 pids hierarchy of a hybrid host); elsewhere there is no
+//     per-call limit and Protections says so. Yolo turns containment off
+//     with the sandbox: only the process group is killed. The tool's name
+//     is $0 of a cmd run through /bin/sh -c. PATH entries that are not
+//     absolute are not searched for tools.
 //   - The sandbox (Landlock, filesystem rights only) lets a tool read and
 //     execute everything, write its scratch directory (TMPDIR), its
 //     session's working directory unless its scope is "read", and

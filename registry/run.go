@@ -37,6 +37,7 @@ type RunnerConfig struct {
 	NodeName   string        // the value of TOOLNODE_NODE
 	Env        []string      // base environment; nil: os.Environ() as of NewRunner
 	ExtraPath  []string      // directories appended to the tool's PATH (and searched for tools without a command)
+	MaxProcs   int           // processes one call may have at once, where a pids controller exists; default DefaultMaxProcs
 }
 
 // Runner runs tools: it validates arguments, resolves the command, and runs
@@ -49,6 +50,9 @@ type Runner struct {
 
 	sandboxOnce sync.Once
 	sandboxErr  error
+
+	containOnce sync.Once
+	contain     *containment // nil under Yolo
 }
 
 // NewRunner returns a Runner for cfg, with defaults filled in.
@@ -58,6 +62,9 @@ func NewRunner(cfg RunnerConfig) *Runner {
 	}
 	if cfg.OutputCap <= 0 {
 		cfg.OutputCap = DefaultOutputCap
+	}
+	if cfg.MaxProcs <= 0 {
+		cfg.MaxProcs = DefaultMaxProcs
 	}
 	if cfg.ScratchDir == "" {
 		cfg.ScratchDir = os.TempDir()
@@ -221,6 +228,7 @@ func (r *Runner) Run(ctx context.Context, inv Invocation) ([]byte, error) {
 		stdin:  args,
 		outCap: r.cfg.OutputCap,
 		rw:     rw,
+		cg:     r.containment(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("tool %q: cannot start %s: %w", inv.Tool, argv[0], err)
@@ -274,6 +282,27 @@ func lookPathIn(name, path string) string {
 		}
 	}
 	return ""
+}
+
+// containment finds, at the first call, how this host can hold a call's
+// processes (see detectContainment); nil under Yolo.
+func (r *Runner) containment() *containment {
+	r.containOnce.Do(func() {
+		if !r.cfg.Yolo {
+			r.contain = detectContainment(r.cfg.MaxProcs)
+		}
+	})
+	return r.contain
+}
+
+// Close removes what the Runner made on the host (its cgroups). Calls
+// still running are not waited for.
+func (r *Runner) Close() error {
+	r.containOnce.Do(func() {}) // none made after Close
+	if r.contain == nil {
+		return nil
+	}
+	return r.contain.close()
 }
 
 // kernelSandbox is SandboxStatus; tests replace it to play a kernel

@@ -33,7 +33,9 @@ func newTestRunner(t testing.TB, mod func(*RunnerConfig)) *Runner {
 			t.Skipf("no sandbox on this host: %v", err)
 		}
 	}
-	return NewRunner(cfg)
+	r := NewRunner(cfg)
+	t.Cleanup(func() { _ = r.Close() })
+	return r
 }
 
 // shTool is the metadata of a tool run through cmd.

@@ -24,19 +24,35 @@ import (
 // its parent-death signal (SIGKILL, see proc_linux.go) when the thread
 // that started it ends, so a tool never outlives its node, and never dies
 // early because the thread that forked it went away.
-func startOnThread(cmd *exec.Cmd, rw []string) (release func(), err error) {
+//
+// onThread, when not nil, runs on that thread before it is confined, and
+// the undo it returns (if any) right after the fork: the call's cgroup
+// placement, see callGroup.onThread.
+func startOnThread(cmd *exec.Cmd, rw []string, onThread func() (undo func(), err error)) (release func(), err error) {
 	errc := make(chan error, 1)
 	done := make(chan struct{})
 	go func() {
 		runtime.LockOSThread()
 		// No UnlockOSThread: a confined thread must die with this goroutine.
+		var undo func()
+		if onThread != nil {
+			var err error
+			if undo, err = onThread(); err != nil {
+				errc <- err
+				return
+			}
+		}
 		if rw != nil {
 			if err := restrictThread(rw); err != nil {
 				errc <- err
 				return
 			}
 		}
-		if err := cmd.Start(); err != nil {
+		err := cmd.Start()
+		if undo != nil {
+			undo()
+		}
+		if err != nil {
 			errc <- err
 			return
 		}

@@ -51,6 +51,9 @@ func serve(args []string) (err error) {
 	fs.BoolVar(&cfg.Yolo, "yolo", false, "run tools without the sandbox")
 	fs.StringVar(&cfg.P9Anon, "9p-anon", "", "role of a 9P attach without a token: none, read, call, publish or admin (default: admin on loopback, else none)")
 	fs.StringVar(&cfg.AuditFile, "audit", "", "append one JSON line per state change and per call to `FILE` (reopened on SIGHUP)")
+	fs.IntVar(&cfg.MaxCalls, "max-calls", 0, "concurrent calls on this node (default 4 x cores)")
+	var workdirs string
+	fs.StringVar(&workdirs, "workdirs", "", "trees a session cwd must lie in, comma-separated")
 	fs.BoolVar(&useExamp, "examples", false, "serve the built-in example tools and profiles (unless -tools/-agents are given)")
 	logLevel := fs.String("log-level", "info", "least level logged: debug, info, warn or error")
 	logFormat := fs.String("log-format", logx.Text, "log format on stderr: text (key=value) or json")
@@ -76,6 +79,9 @@ func serve(args []string) (err error) {
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if join != "" {
 		cfg.Join = strings.Split(join, ",")
+	}
+	if workdirs != "" {
+		cfg.Workdirs = strings.Split(workdirs, ",")
 	}
 	if encrypt != "" {
 		key, err := base64.StdEncoding.DecodeString(encrypt)
