@@ -25,7 +25,7 @@ type proc struct {
 	env    []string
 	stdin  []byte
 	outCap int64
-	rw     []string // non-nil: start sandboxed, writable only under these
+	sb     *sandboxSpec // non-nil: start sandboxed
 }
 
 // procResult is what became of it.
@@ -83,7 +83,7 @@ func runProcess(ctx context.Context, p proc) (procResult, error) {
 		Stderr:      errW,
 		SysProcAttr: procAttr(),
 	}
-	release, err := startOnThread(cmd, p.rw)
+	release, err := startOnThread(cmd, p.sb)
 	// The child has its own copies; ours would keep the pipes open.
 	_ = inR.Close()
 	_ = outW.Close()

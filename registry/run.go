@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -37,6 +38,14 @@ type RunnerConfig struct {
 	NodeName   string        // the value of TOOLNODE_NODE
 	Env        []string      // base environment; nil: os.Environ() as of NewRunner
 	ExtraPath  []string      // directories appended to the tool's PATH (and searched for tools without a command)
+
+	// Protected are trees and files a sandboxed tool may not read (the
+	// node's data directory, its key and certificate files); ScratchDir is
+	// always among them, so a call sees its own scratch directory only.
+	Protected []string
+	// ToolEnv names variables of Env passed to sandboxed tools on top of
+	// the allow-list (a trailing '*' passes a prefix); see CheckToolEnv.
+	ToolEnv []string
 }
 
 // Runner runs tools: it validates arguments, resolves the command, and runs
@@ -46,6 +55,7 @@ type Runner struct {
 	cfg     RunnerConfig
 	baseEnv []string // cfg.Env without the variables Run sets
 	path    string   // the tool's PATH
+	view    *fsView  // what sandboxed tools may read; nil under Yolo
 
 	sandboxOnce sync.Once
 	sandboxErr  error
@@ -78,8 +88,13 @@ func NewRunner(cfg RunnerConfig) *Runner {
 		case "PATH":
 			path = v
 		default:
-			r.baseEnv = append(r.baseEnv, kv)
+			if cfg.Yolo || envAllowed(k, cfg.ToolEnv) {
+				r.baseEnv = append(r.baseEnv, kv)
+			}
 		}
+	}
+	if !cfg.Yolo {
+		r.view = newFSView(append(slices.Clone(cfg.Protected), cfg.ScratchDir))
 	}
 	for _, d := range cfg.ExtraPath {
 		if d == "" {
@@ -191,11 +206,15 @@ func (r *Runner) Run(ctx context.Context, inv Invocation) ([]byte, error) {
 		cwd = scratch
 	}
 
-	var rw []string // nil: not sandboxed
+	var sb *sandboxSpec // nil: not sandboxed
 	if !r.cfg.Yolo {
-		rw = []string{scratch}
-		if cwd != scratch && meta.Scope != "read" {
-			rw = append(rw, cwd)
+		sb = &sandboxSpec{view: r.view, rw: []string{scratch}, ro: []string{argv[0]}}
+		if cwd != scratch {
+			if meta.Scope != "read" {
+				sb.rw = append(sb.rw, cwd)
+			} else {
+				sb.ro = append(sb.ro, cwd)
+			}
 		}
 	}
 	env := append(r.baseEnv[:len(r.baseEnv):len(r.baseEnv)],
@@ -220,7 +239,7 @@ func (r *Runner) Run(ctx context.Context, inv Invocation) ([]byte, error) {
 		env:    env,
 		stdin:  args,
 		outCap: r.cfg.OutputCap,
-		rw:     rw,
+		sb:     sb,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("tool %q: cannot start %s: %w", inv.Tool, argv[0], err)

@@ -5,10 +5,17 @@ import (
 	"runtime"
 )
 
+// sandboxSpec is what one call's tool may touch under the sandbox.
+type sandboxSpec struct {
+	view *fsView  // read and execute: everything but the protected trees
+	rw   []string // read and write: its scratch directory, its session's cwd
+	ro   []string // read even when protected: its executable, a cwd of scope read
+}
+
 // startOnThread starts cmd from an OS thread of its own, locked to a
 // goroutine that lives until release is called, once the tool has been
-// reaped. With rw non-nil the tool is confined by Landlock: read and
-// execute everywhere, write only under rw and to a few character devices.
+// reaped. With sb non-nil the tool is confined by Landlock (see
+// restrictThread).
 //
 // Landlock confines a thread and everything it starts, and no program can
 // lift it. So the policy is applied to that thread, the thread forks and
@@ -24,14 +31,14 @@ import (
 // its parent-death signal (SIGKILL, see proc_linux.go) when the thread
 // that started it ends, so a tool never outlives its node, and never dies
 // early because the thread that forked it went away.
-func startOnThread(cmd *exec.Cmd, rw []string) (release func(), err error) {
+func startOnThread(cmd *exec.Cmd, sb *sandboxSpec) (release func(), err error) {
 	errc := make(chan error, 1)
 	done := make(chan struct{})
 	go func() {
 		runtime.LockOSThread()
 		// No UnlockOSThread: a confined thread must die with this goroutine.
-		if rw != nil {
-			if err := restrictThread(rw); err != nil {
+		if sb != nil {
+			if err := restrictThread(sb); err != nil {
 				errc <- err
 				return
 			}
