@@ -36,6 +36,7 @@ type Config struct {
 
 	CallTimeout time.Duration // default 30s
 	Yolo        bool          // run tools without the sandbox
+	ToolEnv     []string      // variables passed to sandboxed tools beyond the allow-list (-tool-env)
 
 	// ResolveEvery is how often variants are re-resolved against the host
 	// (a binary can be installed later). Default 30s.
@@ -98,6 +99,9 @@ func (c *Config) fill() error {
 				return err
 			}
 		}
+	}
+	if err := registry.CheckToolEnv(c.ToolEnv); err != nil {
+		return err
 	}
 	if c.P9Addr == "" {
 		c.P9Addr = DefaultP9Addr

@@ -60,6 +60,7 @@ type Node struct {
 	events  *eventLog
 	runner  *registry.Runner
 	sandbox string // how tools are run, for the node file
+	digests registry.DigestCache
 
 	pub       publisher
 	reconcile chan struct{} // membership changed: the leader reconciles
@@ -143,12 +144,14 @@ func (n *Node) setupRunner() {
 		Yolo:       n.cfg.Yolo,
 		ScratchDir: n.scratchDir(),
 		NodeName:   n.cfg.Name,
+		Protected:  n.protectedPaths(),
+		ToolEnv:    n.cfg.ToolEnv,
 	}
 	if n.cfg.ToolsDir != "" {
 		rc.ExtraPath = []string{n.cfg.ToolsDir}
 	}
 	n.runner = registry.NewRunner(rc)
-	switch abi, err := registry.SandboxStatus(); {
+	switch _, err := registry.SandboxStatus(); {
 	case n.cfg.Yolo:
 		n.sandbox = "off (-yolo)"
 		n.logger.Printf("WARNING: -yolo: tools run WITHOUT the sandbox and can change any file this user can")
@@ -156,7 +159,8 @@ func (n *Node) setupRunner() {
 		n.sandbox = "unavailable: " + err.Error()
 		n.logger.Printf("sandbox unavailable: %v; this node will refuse to run tools (start it with -yolo to run them unsandboxed)", err)
 	default:
-		n.sandbox = fmt.Sprintf("landlock ABI %d", abi)
+		n.sandbox = n.sandboxLine()
+		n.logger.Printf("sandbox: %s", n.sandbox)
 	}
 }
 

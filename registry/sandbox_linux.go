@@ -194,3 +194,41 @@ func closeOnExec() error {
 	}
 	return nil
 }
+
+// SandboxInfo says what protects this runner's tools, one part a string:
+// the Landlock ABI, then each protection the kernel provides, then, as
+// "missing: ...", each one it lacks. The node shows the parts joined on
+// its node file's sandbox line and in its start log. Under Yolo it is the
+// single part "off (-yolo)"; on a host that cannot sandbox,
+// "unavailable: " and the reason.
+func (r *Runner) SandboxInfo() []string {
+	if r.cfg.Yolo {
+		return []string{"off (-yolo)"}
+	}
+	abi, err := kernelSandbox()
+	if err != nil {
+		return []string{"unavailable: " + err.Error()}
+	}
+	parts := []string{fmt.Sprintf("landlock ABI %d", abi)}
+	if n, err := r.view.size(); err != nil {
+		parts = append(parts, "files: cannot list what tools may read: "+err.Error())
+	} else {
+		parts = append(parts, fmt.Sprintf("files: read all but %d protected trees (%d rules), write scratch and cwd", len(r.view.protected), n))
+	}
+	parts = append(parts, "environment: allow-list")
+	if scopes(abi) != 0 {
+		parts = append(parts, "signals and abstract unix sockets scoped to the call")
+	}
+	parts = append(parts, "ptrace and /proc/PID/environ confined to the call", "descriptors: 0-2 only")
+	if handledFS(abi)&llsys.AccessFSResolveUnix != 0 {
+		parts = append(parts, "pathname unix sockets: only under writable directories")
+	}
+	if scopes(abi) == 0 {
+		parts = append(parts, fmt.Sprintf("missing: signal and abstract unix socket scoping (Landlock ABI 6, kernel has %d)", abi))
+	}
+	if handledFS(abi)&llsys.AccessFSResolveUnix == 0 {
+		parts = append(parts, fmt.Sprintf("missing: pathname unix socket confinement (Landlock ABI 9, kernel has %d)", abi))
+	}
+	parts = append(parts, "missing: hidepid (other processes' /proc/PID/cmdline and status are readable)")
+	return parts
+}

@@ -22,3 +22,12 @@ func restrictThread(*sandboxSpec) error {
 	_, err := SandboxStatus()
 	return err
 }
+
+// SandboxInfo says what protects this runner's tools: nothing here.
+func (r *Runner) SandboxInfo() []string {
+	if r.cfg.Yolo {
+		return []string{"off (-yolo)"}
+	}
+	_, err := kernelSandbox()
+	return []string{"unavailable: " + err.Error()}
+}

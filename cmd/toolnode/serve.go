@@ -28,6 +28,7 @@ func serve(args []string) error {
 		join     string
 		encrypt  string
 		useExamp bool
+		toolEnv  string
 	)
 	fs.StringVar(&cfg.Name, "name", "", "node name (default: hostname)")
 	fs.StringVar(&cfg.DataDir, "data", dataDefault(), "data dir")
@@ -45,6 +46,7 @@ func serve(args []string) error {
 	fs.StringVar(&cfg.TLSCA, "tls-ca", "", "CA that signs every node's certificate")
 	fs.DurationVar(&cfg.CallTimeout, "call-timeout", node.DefaultCallTimeout, "limit of one tool run")
 	fs.BoolVar(&cfg.Yolo, "yolo", false, "run tools without the sandbox")
+	fs.StringVar(&toolEnv, "tool-env", "", "extra variables passed to tools, comma-separated (NAME or PREFIX*)")
 	fs.BoolVar(&useExamp, "examples", false, "serve the built-in example tools and profiles (unless -tools/-agents are given)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -56,6 +58,9 @@ func serve(args []string) error {
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if join != "" {
 		cfg.Join = strings.Split(join, ",")
+	}
+	if toolEnv != "" {
+		cfg.ToolEnv = strings.Split(toolEnv, ",")
 	}
 	if encrypt != "" {
 		key, err := base64.StdEncoding.DecodeString(encrypt)
