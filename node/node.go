@@ -62,6 +62,8 @@ type Node struct {
 	sandbox string // how tools are run, for the node file
 	digests registry.DigestCache
 
+	environHidden bool // the process's /proc/PID/environ is blanked
+
 	pub       publisher
 	reconcile chan struct{} // membership changed: the leader reconciles
 	metaKick  chan struct{} // what this node advertises changed
@@ -159,6 +161,13 @@ func (n *Node) setupRunner() {
 		n.sandbox = "unavailable: " + err.Error()
 		n.logger.Printf("sandbox unavailable: %v; this node will refuse to run tools (start it with -yolo to run them unsandboxed)", err)
 	default:
+		// Tools can read /proc/PID/environ of the node: blank it (the
+		// runtime keeps its own copy).
+		if err := registry.HideEnviron(); err != nil {
+			n.logger.Printf("sandbox: cannot blank this process's /proc/PID/environ: %v", err)
+		} else {
+			n.environHidden = true
+		}
 		n.sandbox = n.sandboxLine()
 		n.logger.Printf("sandbox: %s", n.sandbox)
 	}

@@ -44,6 +44,9 @@ func (n *Node) sandboxLine() string {
 	parts := n.runner.SandboxInfo()
 	if !n.cfg.Yolo {
 		parts = append(parts, "executables: digest checked before each run")
+		if n.environHidden {
+			parts = append(parts, "node's /proc/PID/environ blanked")
+		}
 	}
 	return strings.Join(parts, "; ")
 }

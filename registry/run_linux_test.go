@@ -50,3 +50,5 @@ func viewFDs(r *Runner) int {
 	}
 	return len(r.view.rules.rules)
 }
+
+func ptraceSeize(pid int) error { return unix.PtraceSeize(pid) }

@@ -2,4 +2,8 @@
 
 package registry
 
+import "errors"
+
 func viewFDs(*Runner) int { return 0 }
+
+func ptraceSeize(int) error { return errors.ErrUnsupported }

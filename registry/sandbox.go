@@ -55,3 +55,13 @@ func startOnThread(cmd *exec.Cmd, sb *sandboxSpec) (release func(), err error) {
 	}
 	return func() { close(done) }, nil
 }
+
+// The main goroutine keeps the process's first thread. A goroutine of
+// startOnThread that happened to run there would confine that thread for
+// good: the runtime cannot end the first thread, so it parks it, and the
+// kernel judges signals, ptrace and /proc/PID of the node by that thread,
+// the thread group leader. The tool of that call would then share the
+// node's domain and could read and signal the node. Locked here, in an
+// init function, main runs on the first thread and no other goroutine
+// ever does.
+func init() { runtime.LockOSThread() }

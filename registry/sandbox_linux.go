@@ -219,7 +219,7 @@ func (r *Runner) SandboxInfo() []string {
 	if scopes(abi) != 0 {
 		parts = append(parts, "signals and abstract unix sockets scoped to the call")
 	}
-	parts = append(parts, "ptrace and /proc/PID/environ confined to the call", "descriptors: 0-2 only")
+	parts = append(parts, "ptrace confined to the call", "descriptors: 0-2 only")
 	if handledFS(abi)&llsys.AccessFSResolveUnix != 0 {
 		parts = append(parts, "pathname unix sockets: only under writable directories")
 	}
@@ -229,6 +229,6 @@ func (r *Runner) SandboxInfo() []string {
 	if handledFS(abi)&llsys.AccessFSResolveUnix == 0 {
 		parts = append(parts, fmt.Sprintf("missing: pathname unix socket confinement (Landlock ABI 9, kernel has %d)", abi))
 	}
-	parts = append(parts, "missing: hidepid (other processes' /proc/PID/cmdline and status are readable)")
+	parts = append(parts, "missing: hidepid (other processes' /proc/PID/environ, cmdline and status stay readable)")
 	return parts
 }

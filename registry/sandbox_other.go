@@ -31,3 +31,6 @@ func (r *Runner) SandboxInfo() []string {
 	_, err := kernelSandbox()
 	return []string{"unavailable: " + err.Error()}
 }
+
+// HideEnviron does nothing off Linux: there is no sandbox to protect.
+func HideEnviron() error { return nil }
