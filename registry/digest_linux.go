@@ -20,11 +20,17 @@ type fileID struct {
 // since file times move in clock ticks and a write in the same tick as
 // the hash would leave them as they were (git's "racy" entries).
 func fileIDOf(fi os.FileInfo) (fileID, bool) {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
+	id, ok := fileIDOfUnchecked(fi)
+	if !ok || time.Since(time.Unix(id.ctime.Unix())) < time.Second {
 		return fileID{}, false
 	}
-	if time.Since(time.Unix(st.Ctim.Unix())) < time.Second {
+	return id, true
+}
+
+// fileIDOfUnchecked is the identity of a file, however recent.
+func fileIDOfUnchecked(fi os.FileInfo) (fileID, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
 		return fileID{}, false
 	}
 	return fileID{dev: uint64(st.Dev), ino: st.Ino, size: st.Size, mtime: st.Mtim, ctime: st.Ctim}, true

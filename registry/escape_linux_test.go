@@ -414,3 +414,19 @@ func TestDigestCache(t *testing.T) {
 		t.Errorf("Verify after restoring: %v", err)
 	}
 }
+
+// A node run as root: its tools are uid 0 without any capability, so the
+// modes of files hold for them too.
+func TestEscape_RootCapabilities(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the node does not run as root here")
+	}
+	sb, yolo := escapeRunners(t, nil)
+	// Owned by another user, mode 0600: only CAP_DAC_OVERRIDE reads it.
+	private := writeFile(t, t.TempDir(), "private", "someone else's", 0o600)
+	if err := os.Chown(private, 12345, 12345); err != nil {
+		t.Fatal(err)
+	}
+	escape(t, sb, yolo, fmt.Sprintf("cat %q", private), "")
+	escape(t, sb, yolo, `grep -q '^CapEff:.*[1-9a-f]' /proc/self/status`, "")
+}

@@ -56,6 +56,7 @@ type Runner struct {
 	baseEnv []string // cfg.Env without the variables Run sets
 	path    string   // the tool's PATH
 	view    *fsView  // what sandboxed tools may read; nil under Yolo
+	ablate  ablation // zero but in benchmarks
 
 	sandboxOnce sync.Once
 	sandboxErr  error
@@ -208,7 +209,7 @@ func (r *Runner) Run(ctx context.Context, inv Invocation) ([]byte, error) {
 
 	var sb *sandboxSpec // nil: not sandboxed
 	if !r.cfg.Yolo {
-		sb = &sandboxSpec{view: r.view, rw: []string{scratch}, ro: []string{argv[0]}}
+		sb = &sandboxSpec{view: r.view, rw: []string{scratch}, ro: []string{argv[0]}, ablation: r.ablate}
 		if cwd != scratch {
 			if meta.Scope != "read" {
 				sb.rw = append(sb.rw, cwd)

@@ -10,6 +10,17 @@ type sandboxSpec struct {
 	view *fsView  // read and execute: everything but the protected trees
 	rw   []string // read and write: its scratch directory, its session's cwd
 	ro   []string // read even when protected: its executable, a cwd of scope read
+
+	ablation // protections left out, for benchmarks measuring each one
+}
+
+// ablation leaves protections out of the sandbox. Only benchmarks set it,
+// to price each protection; a Runner's is always zero.
+type ablation struct {
+	noView    bool // read everything, protected trees included
+	noScopes  bool // no signal and abstract unix socket scoping
+	noCloexec bool // leave the node's descriptors as they are
+	noCapDrop bool // a tool of a node run as root keeps root's capabilities
 }
 
 // startOnThread starts cmd from an OS thread of its own, locked to a

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
@@ -89,12 +90,20 @@ func restrictThread(sb *sandboxSpec) error {
 		return err
 	}
 	handled := handledFS(abi)
-	fd, err := llsys.LandlockCreateRuleset(&llsys.RulesetAttr{HandledAccessFS: handled, Scoped: scopes(abi)}, 0)
+	scoped := scopes(abi)
+	if sb.noScopes {
+		scoped = 0
+	}
+	fd, err := llsys.LandlockCreateRuleset(&llsys.RulesetAttr{HandledAccessFS: handled, Scoped: scoped}, 0)
 	if err != nil {
 		return fmt.Errorf("landlock_create_ruleset: %w", err)
 	}
 	defer syscall.Close(fd)
-	if sb.view != nil {
+	if sb.noView {
+		if err := addPathRule(fd, "/", roDirAccess, 0, false); err != nil {
+			return err
+		}
+	} else if sb.view != nil {
 		rules, release, err := sb.view.current()
 		if err != nil {
 			return fmt.Errorf("listing what tools may read: %w", err)
@@ -124,6 +133,11 @@ func restrictThread(sb *sandboxSpec) error {
 			return err
 		}
 	}
+	if os.Geteuid() == 0 && !sb.noCapDrop {
+		if err := dropCapabilities(); err != nil {
+			return err
+		}
+	}
 	// Landlock requires no_new_privs (or CAP_SYS_ADMIN); it is per thread,
 	// and inherited across execve.
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
@@ -131,6 +145,9 @@ func restrictThread(sb *sandboxSpec) error {
 	}
 	if err := llsys.LandlockRestrictSelf(fd, 0); err != nil {
 		return fmt.Errorf("landlock_restrict_self: %w", err)
+	}
+	if sb.noCloexec {
+		return nil
 	}
 	return closeOnExec()
 }
@@ -168,6 +185,40 @@ func addRule(rulesetFD, pathFD int, access uint64) error {
 	err := llsys.LandlockAddPathBeneathRule(rulesetFD, &llsys.PathBeneathAttr{AllowedAccess: access, ParentFd: pathFD}, 0)
 	if err != nil {
 		return fmt.Errorf("landlock_add_rule: %w", err)
+	}
+	return nil
+}
+
+// dropCapabilities empties the capability bounding set of the calling
+// thread (which the tool inherits) and its inheritable and ambient sets:
+// a root process gets at execve the capabilities of its bounding set, so
+// a tool of a node run as root starts as uid 0 with no capability — no
+// reading others' files past their modes, no raw sockets, no module
+// loading. The thread's own capabilities are left as they are; it ends
+// with the call.
+func dropCapabilities() error {
+	last := 63
+	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			last = n
+		}
+	}
+	for c := 0; c <= last; c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("dropping capability %d from the bounding set: %w", c, err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("clearing ambient capabilities: %w", err)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capget: %w", err)
+	}
+	data[0].Inheritable, data[1].Inheritable = 0, 0
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capset: %w", err)
 	}
 	return nil
 }
@@ -220,6 +271,9 @@ func (r *Runner) SandboxInfo() []string {
 		parts = append(parts, "signals and abstract unix sockets scoped to the call")
 	}
 	parts = append(parts, "ptrace confined to the call", "descriptors: 0-2 only")
+	if os.Geteuid() == 0 {
+		parts = append(parts, "capabilities: none (the node runs as root)")
+	}
 	if handledFS(abi)&llsys.AccessFSResolveUnix != 0 {
 		parts = append(parts, "pathname unix sockets: only under writable directories")
 	}
