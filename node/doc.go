@@ -13,7 +13,8 @@
 // node that can (route.go). The cluster port carries Raft, forwarded
 // writes, routed calls and the leader's reachability check, told apart by
 // their first byte (mux.go), under mutual TLS when configured
-// (tlsconfig.go).
+// (tlsconfig.go). It tells the runner what tools may not read and checks
+// a published executable's digest before each run (sandbox.go).
 //
 // Only node sees every other package; the others stay ignorant of each
 // other (registry ← raftfsm; p9 and cluster stand alone).

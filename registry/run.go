@@ -150,8 +150,9 @@ func (e *ExitError) Error() string {
 // command — the tool's own executable, else Meta.Cmd through /bin/sh -c,
 // else Tool found in PATH, else ErrNoCommand — and, unless Yolo, checks
 // that the host can sandbox (ErrNoSandbox). The tool gets Args on standard
-// input, the base environment plus OLLIE_SESSION_ID, OLLIE_AGENT,
-// TOOLNODE_NODE and TMPDIR (its scratch directory, created for the call
+// input, the base environment (under the sandbox only its allow-listed
+// variables and ToolEnv, see CheckToolEnv) plus OLLIE_SESSION_ID,
+// OLLIE_AGENT, TOOLNODE_NODE and TMPDIR (its scratch directory, created for the call
 // and removed after it), and runs in Cwd or the scratch directory.
 //
 // Exit 0 gives standard output (for outputFormat json it must be valid
