@@ -151,6 +151,7 @@ func (n *Node) setupRunner() {
 	}
 	if n.cfg.ToolsDir != "" {
 		rc.ExtraPath = []string{n.cfg.ToolsDir}
+		rc.Readable = []string{n.cfg.ToolsDir} // -examples puts it in the data directory
 	}
 	n.runner = registry.NewRunner(rc)
 	switch _, err := registry.SandboxStatus(); {

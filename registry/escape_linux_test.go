@@ -430,3 +430,23 @@ func TestEscape_RootCapabilities(t *testing.T) {
 	escape(t, sb, yolo, fmt.Sprintf("cat %q", private), "")
 	escape(t, sb, yolo, `grep -q '^CapEff:.*[1-9a-f]' /proc/self/status`, "")
 }
+
+// A tools directory inside the data directory (-examples puts it there)
+// stays readable, the rest of the data directory does not.
+func TestSandbox_ReadableInsideProtected(t *testing.T) {
+	data, _, _ := dataFixture(t)
+	tools := filepath.Join(data, "examples", "tools")
+	writeFile(t, tools, "helper", "#!/bin/sh\necho helped\n", 0o755)
+	exe := writeFile(t, tools, "tool", "#!/bin/sh\nexec \"$(dirname \"$0\")/helper\"\n", 0o755)
+	r := newTestRunner(t, func(c *RunnerConfig) {
+		c.Protected = []string{data}
+		c.Readable = []string{tools}
+	})
+	out, err := r.Run(context.Background(), Invocation{Tool: "tool", Exec: exe})
+	if err != nil || string(out) != "helped\n" {
+		t.Fatalf("a tool in a readable tools directory: %q, %v", out, err)
+	}
+	if _, err := r.Run(context.Background(), Invocation{Tool: "p", Meta: shTool(fmt.Sprintf("cat %q", filepath.Join(data, "peers.json")))}); err == nil {
+		t.Error("the rest of the data directory became readable")
+	}
+}

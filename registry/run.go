@@ -43,6 +43,10 @@ type RunnerConfig struct {
 	// node's data directory, its key and certificate files); ScratchDir is
 	// always among them, so a call sees its own scratch directory only.
 	Protected []string
+	// Readable are trees a sandboxed tool may read and execute even when
+	// they lie in a protected one (a tools directory inside the data
+	// directory, as -examples makes it).
+	Readable []string
 	// ToolEnv names variables of Env passed to sandboxed tools on top of
 	// the allow-list (a trailing '*' passes a prefix); see CheckToolEnv.
 	ToolEnv []string
@@ -210,7 +214,7 @@ func (r *Runner) Run(ctx context.Context, inv Invocation) ([]byte, error) {
 
 	var sb *sandboxSpec // nil: not sandboxed
 	if !r.cfg.Yolo {
-		sb = &sandboxSpec{view: r.view, rw: []string{scratch}, ro: []string{argv[0]}, ablation: r.ablate}
+		sb = &sandboxSpec{view: r.view, rw: []string{scratch}, ro: append([]string{argv[0]}, r.cfg.Readable...), ablation: r.ablate}
 		if cwd != scratch {
 			if meta.Scope != "read" {
 				sb.rw = append(sb.rw, cwd)
