@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
@@ -197,13 +198,7 @@ func addRule(rulesetFD, pathFD int, access uint64) error {
 // loading. The thread's own capabilities are left as they are; it ends
 // with the call.
 func dropCapabilities() error {
-	last := 63
-	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
-		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-			last = n
-		}
-	}
-	for c := 0; c <= last; c++ {
+	for c := 0; c <= capLast(); c++ {
 		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
 			return fmt.Errorf("dropping capability %d from the bounding set: %w", c, err)
 		}
@@ -222,6 +217,16 @@ func dropCapabilities() error {
 	}
 	return nil
 }
+
+// capLast is the highest capability this kernel knows, read once.
+var capLast = sync.OnceValue(func() int {
+	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			return n
+		}
+	}
+	return 63 // dropping one the kernel lacks is EINVAL, ignored
+})
 
 // closeOnExec marks every descriptor of the process above 2 close-on-exec,
 // so that a descriptor the node (or whatever started it, or a library)
