@@ -141,7 +141,10 @@ func (v *fsView) current() (rules []pathRule, release func(), err error) {
 		v.rules = built
 	}
 	v.mu.Unlock()
-	return v.current()
+	// Use what is there now without checking again: under constant churn
+	// beside a protected path, checking again could rebuild forever.
+	v.mu.RLock()
+	return v.rules.rules, v.mu.RUnlock, nil
 }
 
 // size returns how many trees are granted, building the rules if needed.
