@@ -450,3 +450,24 @@ func TestSandbox_ReadableInsideProtected(t *testing.T) {
 		t.Error("the rest of the data directory became readable")
 	}
 }
+
+func TestCleanProtected(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "real")
+	if err := os.MkdirAll(filepath.Join(real, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	rdir, _ := filepath.EvalSymlinks(dir)
+	got := cleanProtected([]string{"", filepath.Join(link, "sub"), real, filepath.Join(link, "missing", "x"), real + "/"})
+	want := []string{filepath.Join(rdir, "real")}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("cleanProtected = %q, want %q (links resolved, children of a protected path dropped)", got, want)
+	}
+	if got := cleanProtected([]string{filepath.Join(link, "missing", "x")}); len(got) != 1 || got[0] != filepath.Join(rdir, "real", "missing", "x") {
+		t.Errorf("a missing path under a link = %q", got)
+	}
+}
