@@ -197,7 +197,7 @@ func walkView(protected []string) (*fsRules, error) {
 	}
 	r := &fsRules{}
 	if len(protected) == 0 {
-		return r, r.grant("/")
+		return r, r.grant("/", os.ModeDir)
 	}
 	if isProtected["/"] {
 		return r, nil // nothing readable
@@ -227,7 +227,7 @@ func walkView(protected []string) (*fsRules, error) {
 				}
 			case e.Type()&os.ModeSymlink != 0:
 			default:
-				if err := r.grant(child); err != nil {
+				if err := r.grant(child, e.Type()); err != nil {
 					return err
 				}
 			}
@@ -241,9 +241,10 @@ func walkView(protected []string) (*fsRules, error) {
 	return r, nil
 }
 
-// grant opens path and records read rights beneath it. A path that went
-// away since it was listed is skipped.
-func (r *fsRules) grant(path string) error {
+// grant opens path and records read rights beneath it; typ is its type
+// as the directory listing gave it (it spares a stat when known). A path
+// that went away since it was listed is skipped.
+func (r *fsRules) grant(path string, typ os.FileMode) error {
 	fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) {
 		return nil
@@ -252,9 +253,14 @@ func (r *fsRules) grant(path string) error {
 		return &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	access := uint64(roFileAccess)
-	var st unix.Stat_t
-	if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+	if typ&os.ModeDir != 0 {
 		access = roDirAccess
+	} else if typ&os.ModeType == os.ModeIrregular {
+		// Type unknown: ask.
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			access = roDirAccess
+		}
 	}
 	r.rules = append(r.rules, pathRule{fd: fd, access: access})
 	return nil
