@@ -3,6 +3,7 @@
 package registry
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
 )
@@ -171,4 +173,44 @@ func BenchmarkDigestVerify(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkSandboxOverhead interleaves, in every iteration, /bin/true run
+// directly, the same call through a Runner without the sandbox (yolo), and
+// through a Runner with every protection and the node's protected paths,
+// so all three see the same load on a shared machine. It reports each, and
+// what the whole call and the sandbox add.
+func BenchmarkSandboxOverhead(b *testing.B) {
+	if _, err := SandboxStatus(); err != nil {
+		b.Skip(err)
+	}
+	r := newTestRunner(b, func(cfg *RunnerConfig) { cfg.Protected = nodeLayout(b) })
+	yolo := newTestRunner(b, func(cfg *RunnerConfig) { cfg.Yolo = true })
+	inv := Invocation{Tool: "true", Exec: "/bin/true", Meta: shTool(""), Args: benchArgs}
+	var direct, unsandboxed, sandboxed time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		cmd := exec.Command("/bin/true")
+		cmd.Stdin = strings.NewReader(string(benchArgs))
+		if err := cmd.Run(); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if _, err := yolo.Run(context.Background(), inv); err != nil {
+			b.Fatal(err)
+		}
+		t2 := time.Now()
+		if _, err := r.Run(context.Background(), inv); err != nil {
+			b.Fatal(err)
+		}
+		direct += t1.Sub(t0)
+		unsandboxed += t2.Sub(t1)
+		sandboxed += time.Since(t2)
+	}
+	per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(b.N) }
+	b.ReportMetric(per(direct), "direct-ns")
+	b.ReportMetric(per(unsandboxed), "yolo-ns")
+	b.ReportMetric(per(sandboxed), "sandboxed-ns")
+	b.ReportMetric(per(sandboxed-direct), "added-ns")
+	b.ReportMetric(per(sandboxed-unsandboxed), "sandbox-ns")
 }
