@@ -471,3 +471,33 @@ func TestCleanProtected(t *testing.T) {
 		t.Errorf("a missing path under a link = %q", got)
 	}
 }
+
+// A session started in the home directory: the cwd holds ~/.ssh, which
+// stays unreadable, while the rest of the cwd is readable and writable.
+func TestEscape_CwdAroundProtected(t *testing.T) {
+	_, _, home := dataFixture(t)
+	if err := os.MkdirAll(filepath.Join(home, "project"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sb, yolo := escapeRunners(t, func(c *RunnerConfig) { c.Protected = []string{filepath.Join(home, ".ssh")} })
+	escape(t, sb, yolo, `cat .ssh/id_ed25519`, home)
+	// Names in it can be listed (the cwd must be listable), not read.
+	allowed(t, sb, `ls .ssh >/dev/null`, home)
+	allowed(t, sb, `cat .profile >/dev/null && echo x > project/new && echo y >> .profile && ls . >/dev/null`, home)
+	// Scope read: read-only, and still not the protected path.
+	sbRead := func(cmd string) error {
+		meta := shTool(cmd)
+		meta.Scope = "read"
+		_, err := sb.Run(context.Background(), Invocation{Tool: "probe", Meta: meta, Cwd: home})
+		return err
+	}
+	if err := sbRead(`cat .profile project/new >/dev/null`); err != nil {
+		t.Errorf("scope read cannot read its cwd: %v", err)
+	}
+	if err := sbRead(`cat .ssh/id_ed25519`); err == nil {
+		t.Error("scope read read the protected path in its cwd")
+	}
+	if err := sbRead(`echo z > project/new`); err == nil {
+		t.Error("scope read wrote its cwd")
+	}
+}

@@ -18,6 +18,9 @@ import (
 const (
 	roDirAccess  = llsys.AccessFSExecute | llsys.AccessFSReadFile | llsys.AccessFSReadDir
 	roFileAccess = llsys.AccessFSExecute | llsys.AccessFSReadFile
+	// allFSAccess is every right; granted, it is masked with what the
+	// kernel handles.
+	allFSAccess = llsys.AccessFSResolveUnix<<1 - 1
 )
 
 // fsView is the read half of the sandbox: everything but the protected
@@ -38,7 +41,10 @@ const (
 // it. Symbolic links among the siblings are not granted themselves: what
 // they point at is readable when it is granted on its own path.
 type fsView struct {
-	protected []string // absolute, symbolic links resolved, none beneath another
+	root      string   // the tree granted: "/" for reading, a cwd for writing
+	protected []string // absolute, symbolic links resolved, none beneath another, all beneath root
+	dirAccess uint64   // granted beneath each directory of the tree
+	fileAcc   uint64   // granted on each other file of the tree
 
 	mu    sync.RWMutex
 	rules *fsRules // nil until first built; guarded by mu
@@ -48,6 +54,8 @@ type fsView struct {
 type fsRules struct {
 	stamps []dirStamp
 	rules  []pathRule
+
+	dirAccess, fileAccess uint64 // what grant gives
 }
 
 // dirStamp is a directory on the way to a protected path, as walked.
@@ -63,9 +71,56 @@ type pathRule struct {
 	access uint64
 }
 
-// newFSView returns the view that hides the trees of protected.
+// newFSView returns the view that grants reading everything but the
+// trees of protected.
 func newFSView(protected []string) *fsView {
-	return &fsView{protected: cleanProtected(protected)}
+	return &fsView{root: "/", protected: cleanProtected(protected), dirAccess: roDirAccess, fileAcc: roFileAccess}
+}
+
+// newTreeView returns the view that grants dirAccess and fileAccess in the
+// tree of root but not in the trees of protected beneath it: a session's
+// cwd around a protected path. Entries directly in a directory on the way
+// (root itself included) can be read and written but not made, removed or
+// renamed.
+func newTreeView(root string, protected []string, dirAccess, fileAccess uint64) *fsView {
+	root = resolveExisting(filepath.Clean(root))
+	var inside []string
+	for _, p := range cleanProtected(protected) {
+		if p != root && within(p, root) {
+			inside = append(inside, p)
+		}
+	}
+	return &fsView{root: root, protected: inside, dirAccess: dirAccess, fileAcc: fileAccess}
+}
+
+// tree returns the view of dir without v's protected paths, writable or
+// read-only.
+func (v *fsView) tree(dir string, writable bool) *fsView {
+	if writable {
+		return newTreeView(dir, v.protected, allFSAccess, fileRWAccess)
+	}
+	return newTreeView(dir, v.protected, roDirAccess, roFileAccess)
+}
+
+// close closes the descriptors of the view's rules.
+func (v *fsView) close() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.rules != nil {
+		v.rules.close()
+		v.rules = nil
+	}
+}
+
+// protects reports whether a protected path lies strictly beneath dir.
+func (v *fsView) protects(dir string) bool {
+	dir = resolveExisting(filepath.Clean(dir))
+	for _, p := range v.protected {
+		if p != dir && within(p, dir) {
+			return true
+		}
+	}
+	return false
 }
 
 // cleanProtected makes each path absolute and resolves its symbolic links
@@ -130,7 +185,7 @@ func (v *fsView) current() (rules []pathRule, release func(), err error) {
 	v.mu.RUnlock()
 	v.mu.Lock()
 	if v.rules == nil || !v.rules.fresh() {
-		built, err := walkView(v.protected)
+		built, err := walkView(v.root, v.protected, v.dirAccess, v.fileAcc)
 		if err != nil {
 			v.mu.Unlock()
 			return nil, nil, err
@@ -182,25 +237,34 @@ func stampOf(path string) (dirStamp, bool) {
 	return dirStamp{path: path, dev: st.Dev, ino: st.Ino, mtime: st.Mtim, ctime: st.Ctim}, true
 }
 
-// walkView walks from / to each protected path and opens the siblings.
-func walkView(protected []string) (*fsRules, error) {
+// walkView walks from root to each protected path beneath it and opens
+// the siblings, to be granted dirAccess (directories) or fileAccess.
+func walkView(root string, protected []string, dirAccess, fileAccess uint64) (*fsRules, error) {
 	isProtected := make(map[string]bool, len(protected))
 	onTheWay := map[string]bool{}
 	for _, p := range protected {
 		isProtected[p] = true
-		for d := filepath.Dir(p); ; d = filepath.Dir(d) {
+		for d := filepath.Dir(p); within(d, root); d = filepath.Dir(d) {
 			onTheWay[d] = true
-			if d == "/" {
+			if d == root || d == "/" {
 				break
 			}
 		}
 	}
-	r := &fsRules{}
+	r := &fsRules{dirAccess: dirAccess, fileAccess: fileAccess}
 	if len(protected) == 0 {
-		return r, r.grant("/", os.ModeDir)
+		return r, r.grant(root, os.ModeDir)
 	}
-	if isProtected["/"] {
-		return r, nil // nothing readable
+	if isProtected[root] {
+		return r, nil // nothing granted
+	}
+	if root != "/" {
+		// A cwd must be listable: listing is granted in all of it, so
+		// the names in a protected path beneath it can be listed, though
+		// not read.
+		if err := r.grantAccess(root, llsys.AccessFSReadDir); err != nil {
+			return nil, err
+		}
 	}
 	var walk func(dir string) error
 	walk = func(dir string) error {
@@ -234,11 +298,21 @@ func walkView(protected []string) (*fsRules, error) {
 		}
 		return nil
 	}
-	if err := walk("/"); err != nil {
+	if err := walk(root); err != nil {
 		r.close()
 		return nil, err
 	}
 	return r, nil
+}
+
+// grantAccess opens the directory path and records access beneath it.
+func (r *fsRules) grantAccess(path string, access uint64) error {
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	r.rules = append(r.rules, pathRule{fd: fd, access: access})
+	return nil
 }
 
 // grant opens path and records read rights beneath it; typ is its type
@@ -252,14 +326,14 @@ func (r *fsRules) grant(path string, typ os.FileMode) error {
 	if err != nil {
 		return &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	access := uint64(roFileAccess)
+	access := r.fileAccess
 	if typ&os.ModeDir != 0 {
-		access = roDirAccess
+		access = r.dirAccess
 	} else if typ&os.ModeType == os.ModeIrregular {
 		// Type unknown: ask.
 		var st unix.Stat_t
 		if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
-			access = roDirAccess
+			access = r.dirAccess
 		}
 	}
 	r.rules = append(r.rules, pathRule{fd: fd, access: access})

@@ -62,6 +62,9 @@ type Runner struct {
 	view    *fsView  // what sandboxed tools may read; nil under Yolo
 	ablate  ablation // zero but in benchmarks
 
+	treesMu sync.Mutex
+	trees   map[treeKey]*fsView // views of cwds around protected paths; guarded by treesMu
+
 	sandboxOnce sync.Once
 	sandboxErr  error
 }
@@ -216,11 +219,7 @@ func (r *Runner) Run(ctx context.Context, inv Invocation) ([]byte, error) {
 	if !r.cfg.Yolo {
 		sb = &sandboxSpec{view: r.view, rw: []string{scratch}, ro: append([]string{argv[0]}, r.cfg.Readable...), ablation: r.ablate}
 		if cwd != scratch {
-			if meta.Scope != "read" {
-				sb.rw = append(sb.rw, cwd)
-			} else {
-				sb.ro = append(sb.ro, cwd)
-			}
+			r.grantCwd(sb, cwd, meta.Scope != "read")
 		}
 	}
 	env := append(r.baseEnv[:len(r.baseEnv):len(r.baseEnv)],

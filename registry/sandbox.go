@@ -10,6 +10,9 @@ type sandboxSpec struct {
 	view *fsView  // read and execute: everything but the protected trees
 	rw   []string // read and write: its scratch directory, its session's cwd
 	ro   []string // read even when protected: its executable, a cwd of scope read
+	// trees are granted by their views: a cwd around a protected path.
+	// The views of transient are closed once applied.
+	trees, transient []*fsView
 
 	ablation // protections left out, for benchmarks measuring each one
 }

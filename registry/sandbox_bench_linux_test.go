@@ -128,7 +128,7 @@ func BenchmarkReadRules(b *testing.B) {
 	b.Run("rebuild_node_layout", func(b *testing.B) {
 		protected := cleanProtected(nodeLayout(b))
 		for b.Loop() {
-			r, err := walkView(protected)
+			r, err := walkView("/", protected, roDirAccess, roFileAccess)
 			if err != nil {
 				b.Fatal(err)
 			}

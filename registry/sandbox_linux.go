@@ -119,6 +119,26 @@ func restrictThread(sb *sandboxSpec) error {
 			return err
 		}
 	}
+	defer func() {
+		for _, v := range sb.transient {
+			v.close()
+		}
+	}()
+	for _, v := range append(sb.trees[:len(sb.trees):len(sb.trees)], sb.transient...) {
+		rules, release, err := v.current()
+		if err != nil {
+			return fmt.Errorf("listing the working directory: %w", err)
+		}
+		for _, r := range rules {
+			if err = addRule(fd, r.fd, r.access&handled); err != nil {
+				break
+			}
+		}
+		release()
+		if err != nil {
+			return err
+		}
+	}
 	for _, p := range sb.rw {
 		if err := addPathRule(fd, p, handled, fileRWAccess&handled, false); err != nil {
 			return err
