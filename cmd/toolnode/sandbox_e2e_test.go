@@ -2,7 +2,8 @@ package main
 
 // What a tool can read and see, through a real node process: the gossip
 // key in its environment and in the node's /proc/PID/environ, the node's
-// data directory, and a stored executable changed behind the node's back.
+// data directory, the node user's ~/.ssh, and a stored executable changed
+// behind the node's back.
 // Each probe runs under the default sandbox and must fail, and under
 // -yolo (the control) must succeed.
 
@@ -44,7 +45,7 @@ func (e *env) startWith(t *testing.T, environ []string, extra ...string) *proc {
 
 // sandboxProbes are the probe tools: each prints what it could get, and
 // fails when it gets nothing.
-func sandboxProbes(data string) map[string]string {
+func sandboxProbes(data, home string) map[string]string {
 	return map[string]string{
 		// The gossip key among the tool's own variables.
 		"probe_env": `env | grep TOOLNODE_GOSSIP_KEY=`,
@@ -52,6 +53,8 @@ func sandboxProbes(data string) map[string]string {
 		"probe_environ": `tr '\0' '\n' < /proc/$PPID/environ | grep TOOLNODE_GOSSIP_KEY=`,
 		// The node's data directory: the Raft log and its listing.
 		"probe_data": fmt.Sprintf(`ls %q && cat %q/raft/* | head -c 16 | od -c`, data, data),
+		// The node user's ssh key.
+		"probe_ssh": fmt.Sprintf(`cat %q/.ssh/id_ed25519`, home),
 		// Another tool's stored executable in the data directory.
 		"probe_overwrite": fmt.Sprintf(`for f in %q/exec/*; do printf '#!/bin/sh\necho changed\n' > "$f" || exit 1; done; echo overwritten`, data),
 	}
@@ -69,14 +72,21 @@ func TestSandboxEndToEnd(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			for tool, script := range sandboxProbes(e.data) {
+			home := filepath.Join(e.root, "home")
+			if err := os.MkdirAll(filepath.Join(home, ".ssh"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(home, ".ssh", "id_ed25519"), []byte("SSH KEY"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			for tool, script := range sandboxProbes(e.data, home) {
 				writeProbe(t, e.tools, tool, script)
 			}
 			var extra []string
 			if yolo {
 				extra = append(extra, "-yolo")
 			}
-			node := e.startWith(t, append(e.childEnv(), "TOOLNODE_GOSSIP_KEY="+secret), extra...)
+			node := e.startWith(t, append(e.childEnv(), "TOOLNODE_GOSSIP_KEY="+secret, "HOME="+home), extra...)
 			if !yolo {
 				node.waitLog(t, 10*time.Second, "sandbox: landlock ABI", "files: read all but", "digest checked")
 			}
@@ -93,7 +103,7 @@ func TestSandboxEndToEnd(t *testing.T) {
 				t.Fatal(err)
 			}
 			tools := []string{"pub"}
-			for tool := range sandboxProbes(e.data) {
+			for tool := range sandboxProbes(e.data, home) {
 				tools = append(tools, tool)
 			}
 			// The probes are published from the tools directory shortly
@@ -115,7 +125,7 @@ func TestSandboxEndToEnd(t *testing.T) {
 				t.Fatalf("pub = %q", got)
 			}
 
-			for _, tool := range []string{"probe_env", "probe_environ", "probe_data", "probe_overwrite"} {
+			for _, tool := range []string{"probe_env", "probe_environ", "probe_data", "probe_ssh", "probe_overwrite"} {
 				out, err := ask(fsys, agent+"call", tool+" {}")
 				switch {
 				case yolo && err != nil:
@@ -124,7 +134,7 @@ func TestSandboxEndToEnd(t *testing.T) {
 					t.Errorf("%s escaped the sandbox: %q", tool, out)
 				case !yolo && strings.Contains(out+fmt.Sprint(err), secret):
 					t.Errorf("%s: the gossip key leaked: %q %v", tool, out, err)
-				case !yolo && (tool == "probe_data" || tool == "probe_overwrite") && !strings.Contains(err.Error(), "ermission denied"):
+				case !yolo && (tool == "probe_data" || tool == "probe_ssh" || tool == "probe_overwrite") && !strings.Contains(err.Error(), "ermission denied"):
 					t.Errorf("%s failed, but not for the sandbox: %v", tool, err)
 				}
 			}
