@@ -80,7 +80,9 @@ func scopes(abi int) uint64 {
 // read and execute everything but the protected trees (sb.view), read
 // sb.ro, write only under sb.rw and to writableDevices; no signal to, no
 // abstract unix socket of and no ptrace of a process outside the call;
-// and no descriptor of the node but those the tool is given. The caller
+// no descriptor of the node but those the tool is given; and, under a
+// root node, no capabilities. A session cwd that holds a protected path
+// comes as a view in sb.trees, not in sb.rw or sb.ro. The caller
 // must have locked its goroutine to the thread, start the tool from it,
 // and let the thread die: the tool inherits the policy and cannot lift
 // it. Restricting one thread instead of all (go-landlock's RestrictPaths
@@ -105,18 +107,8 @@ func restrictThread(sb *sandboxSpec) error {
 			return err
 		}
 	} else if sb.view != nil {
-		rules, release, err := sb.view.current()
-		if err != nil {
+		if err := addView(fd, sb.view, handled); err != nil {
 			return fmt.Errorf("listing what tools may read: %w", err)
-		}
-		for _, r := range rules {
-			if err = addRule(fd, r.fd, r.access&handled); err != nil {
-				break
-			}
-		}
-		release()
-		if err != nil {
-			return err
 		}
 	}
 	defer func() {
@@ -125,18 +117,8 @@ func restrictThread(sb *sandboxSpec) error {
 		}
 	}()
 	for _, v := range append(sb.trees[:len(sb.trees):len(sb.trees)], sb.transient...) {
-		rules, release, err := v.current()
-		if err != nil {
-			return fmt.Errorf("listing the working directory: %w", err)
-		}
-		for _, r := range rules {
-			if err = addRule(fd, r.fd, r.access&handled); err != nil {
-				break
-			}
-		}
-		release()
-		if err != nil {
-			return err
+		if err := addView(fd, v, handled); err != nil {
+			return fmt.Errorf("granting the working directory %s: %w", v.root, err)
 		}
 	}
 	for _, p := range sb.rw {
@@ -171,6 +153,21 @@ func restrictThread(sb *sandboxSpec) error {
 		return nil
 	}
 	return closeOnExec()
+}
+
+// addView adds the rules of v, masked with the rights the kernel handles.
+func addView(rulesetFD int, v *fsView, handled uint64) error {
+	rules, release, err := v.current()
+	if err != nil {
+		return err
+	}
+	defer release()
+	for _, r := range rules {
+		if err := addRule(rulesetFD, r.fd, r.access&handled); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // addPathRule grants path: dirAccess beneath it when it is a directory,
