@@ -514,7 +514,7 @@ func (n *Node) ownExecutable(t *raftfsm.Tool) (string, error) {
 	if t.ExecHash == "" {
 		return "", nil
 	}
-	return n.materialise(t.ExecHash)
+	return n.verifiedExecutable(t)
 }
 
 func (n *Node) callBuiltin(session, agent, tool string, args map[string]json.RawMessage) ([]byte, error) {

@@ -45,6 +45,7 @@ type Config struct {
 	Yolo        bool          // run tools without the sandbox
 	MaxCalls    int           // calls run at once on this node; default 4 × cores
 	Workdirs    []string      // trees a session's cwd must lie in; none: anywhere the rules allow
+	ToolEnv     []string      // variables passed to sandboxed tools beyond the allow-list (-tool-env)
 
 	// P9Anon is the role of a 9P attach without a token: none, read,
 	// call, publish or admin; "" is admin on a loopback listener and
@@ -116,6 +117,9 @@ func (c *Config) fill() error {
 				return err
 			}
 		}
+	}
+	if err := registry.CheckToolEnv(c.ToolEnv); err != nil {
+		return err
 	}
 	if c.P9Addr == "" {
 		c.P9Addr = DefaultP9Addr

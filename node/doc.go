@@ -22,6 +22,8 @@
 // pass a first-come, first-served queue of -max-calls slots (callq.go);
 // a session's cwd obeys the rules of DESIGN §7, checked where the
 // session is made and again where each call runs (workdir.go).
+// It tells the runner what tools may not read and checks
+// a published executable's digest before each run (sandbox.go).
 //
 // Only node sees every other package; the others stay ignorant of each
 // other (registry ← raftfsm; p9 and cluster stand alone).

@@ -71,6 +71,9 @@ type Node struct {
 	runner  *registry.Runner
 	sandbox string     // how tools are run, for the node file
 	calls   *callQueue // -max-calls
+	digests registry.DigestCache
+
+	environHidden bool // the process's /proc/PID/environ is blanked
 
 	pub       publisher
 	reconcile chan struct{} // membership changed: the leader reconciles
@@ -177,9 +180,12 @@ func (n *Node) setupRunner() {
 		Yolo:       n.cfg.Yolo,
 		ScratchDir: n.scratchDir(),
 		NodeName:   n.cfg.Name,
+		Protected:  n.protectedPaths(),
+		ToolEnv:    n.cfg.ToolEnv,
 	}
 	if n.cfg.ToolsDir != "" {
 		rc.ExtraPath = []string{n.cfg.ToolsDir}
+		rc.Readable = []string{n.cfg.ToolsDir} // -examples puts it in the data directory
 	}
 	n.runner = registry.NewRunner(rc)
 	n.calls = newCallQueue(n.cfg.MaxCalls, min(n.cfg.CallTimeout, MaxCallWait))
@@ -191,9 +197,16 @@ func (n *Node) setupRunner() {
 		n.sandbox = "unavailable: " + err.Error()
 		n.warnf("sandbox unavailable: %v; this node will refuse to run tools (start it with -yolo to run them unsandboxed)", err)
 	default:
+		// Tools can read /proc/PID/environ of the node: blank it (the
+		// runtime keeps its own copy).
+		if err := registry.HideEnviron(); err != nil {
+			n.warnf("sandbox: cannot blank this process's /proc/PID/environ: %v", err)
+		} else {
+			n.environHidden = true
+		}
 		// What the kernel provides, each protection named, a missing one
-		// included (registry.Runner.Protections).
-		n.sandbox = strings.Join(n.runner.Protections(), "; ")
+		// included.
+		n.sandbox = n.sandboxLine()
 	}
 	n.sandbox += fmt.Sprintf("; max-calls %d", n.cfg.MaxCalls)
 	n.logger.Printf("tools run with: %s", n.sandbox)

@@ -318,7 +318,8 @@ func (n *Node) materialiseSince(index uint64) uint64 {
 }
 
 // materialise writes a published executable into the data directory
-// (content-addressed, executable) and returns its path.
+// (content-addressed, read-only and executable: 0555) and returns its
+// path. Callers that run it check its digest first (verifiedExecutable).
 func (n *Node) materialise(hash string) (string, error) {
 	path := filepath.Join(n.execDir(), hash)
 	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
@@ -337,7 +338,7 @@ func (n *Node) materialise(hash string) (string, error) {
 		tmp.Close()
 		return "", err
 	}
-	if err := tmp.Chmod(0o755); err != nil {
+	if err := tmp.Chmod(0o555); err != nil {
 		tmp.Close()
 		return "", err
 	}

@@ -25,7 +25,7 @@ type proc struct {
 	env    []string
 	stdin  []byte
 	outCap int64
-	rw     []string // non-nil: start sandboxed, writable only under these
+	sb     *sandboxSpec // non-nil: start sandboxed
 
 	cg *containment // nil: the process group is all that is killed
 }
@@ -93,7 +93,7 @@ func runProcess(ctx context.Context, p proc) (procResult, error) {
 	}
 	group.setAttr(cmd.SysProcAttr)
 	beginStart()
-	release, err := startOnThread(cmd, p.rw, group.onThread)
+	release, err := startOnThread(cmd, p.sb, group.onThread)
 	if err == nil {
 		endStart(cmd.Process.Pid)
 	} else {

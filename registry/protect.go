@@ -30,11 +30,9 @@ func (r *Runner) Protections() []string {
 	if r.cfg.Yolo {
 		return []string{"none (-yolo): no Landlock, no cgroup, no process limit; only the process group is killed"}
 	}
-	if abi, err := SandboxStatus(); err != nil {
-		out = append(out, "landlock missing: "+err.Error())
-	} else {
-		out = append(out, fmt.Sprintf("landlock ABI %d", abi))
-	}
+	// Landlock: what tools may read, write and signal, and what the
+	// kernel lacks (SandboxInfo); then how their processes are contained.
+	out = append(out, r.SandboxInfo()...)
 	out = append(out, r.containment().describe()...)
 	out = append(out, fmt.Sprintf("uid %d", os.Getuid()))
 	return out

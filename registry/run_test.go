@@ -46,6 +46,7 @@ func shTool(cmd string) *Meta {
 func TestRun_StdinAndEnv(t *testing.T) {
 	r := newTestRunner(t, func(c *RunnerConfig) {
 		c.Env = []string{"PATH=/usr/bin:/bin", "KEEP=kept", "OLLIE_AGENT=stale", "TMPDIR=/stale"}
+		c.ToolEnv = []string{"KEEP"}
 	})
 	args := []byte(`{"pattern": "a b", "n": 3}`)
 	out, err := r.Run(context.Background(), Invocation{Tool: "echo", Meta: shTool("cat"), Args: args})
@@ -404,7 +405,10 @@ func TestRun_NoLeaks(t *testing.T) {
 		if err != nil {
 			t.Skip("no /proc/self/fd")
 		}
-		return len(ents)
+		// The sandbox keeps a descriptor per readable tree next to the
+		// scratch directory, as many as the shared temporary directory
+		// has entries at the moment: not a leak.
+		return len(ents) - viewFDs(r)
 	}
 	run := func() {
 		ctx := context.Background()

@@ -30,6 +30,7 @@ func serve(args []string) (err error) {
 		join     string
 		encrypt  string
 		useExamp bool
+		toolEnv  string
 	)
 	fs.StringVar(&cfg.Name, "name", "", "node name (default: hostname)")
 	fs.StringVar(&cfg.DataDir, "data", dataDefault(), "data dir")
@@ -54,6 +55,7 @@ func serve(args []string) (err error) {
 	fs.IntVar(&cfg.MaxCalls, "max-calls", 0, "concurrent calls on this node (default 4 x cores)")
 	var workdirs string
 	fs.StringVar(&workdirs, "workdirs", "", "trees a session cwd must lie in, comma-separated")
+	fs.StringVar(&toolEnv, "tool-env", "", "extra variables passed to tools, comma-separated (NAME or PREFIX*)")
 	fs.BoolVar(&useExamp, "examples", false, "serve the built-in example tools and profiles (unless -tools/-agents are given)")
 	logLevel := fs.String("log-level", "info", "least level logged: debug, info, warn or error")
 	logFormat := fs.String("log-format", logx.Text, "log format on stderr: text (key=value) or json")
@@ -82,6 +84,9 @@ func serve(args []string) (err error) {
 	}
 	if workdirs != "" {
 		cfg.Workdirs = strings.Split(workdirs, ",")
+	}
+	if toolEnv != "" {
+		cfg.ToolEnv = strings.Split(toolEnv, ",")
 	}
 	if encrypt != "" {
 		key, err := base64.StdEncoding.DecodeString(encrypt)
