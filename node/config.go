@@ -34,6 +34,11 @@ type Config struct {
 	TLSKey      string
 	TLSCA       string
 
+	// P9TLSCert and P9TLSKey, both set, make the 9P listener speak TLS
+	// 1.3 with this certificate (-9p-tls-cert, -9p-tls-key).
+	P9TLSCert string
+	P9TLSKey  string
+
 	CallTimeout time.Duration // default 30s
 	Yolo        bool          // run tools without the sandbox
 

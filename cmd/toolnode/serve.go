@@ -43,6 +43,8 @@ func serve(args []string) error {
 	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "node-to-node TLS certificate")
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "node-to-node TLS key")
 	fs.StringVar(&cfg.TLSCA, "tls-ca", "", "CA that signs every node's certificate")
+	fs.StringVar(&cfg.P9TLSCert, "9p-tls-cert", "", "9P over TLS: the 9P server's certificate (with -9p-tls-key)")
+	fs.StringVar(&cfg.P9TLSKey, "9p-tls-key", "", "9P over TLS: the certificate's private key")
 	fs.DurationVar(&cfg.CallTimeout, "call-timeout", node.DefaultCallTimeout, "limit of one tool run")
 	fs.BoolVar(&cfg.Yolo, "yolo", false, "run tools without the sandbox")
 	fs.BoolVar(&useExamp, "examples", false, "serve the built-in example tools and profiles (unless -tools/-agents are given)")
