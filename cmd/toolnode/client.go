@@ -25,19 +25,12 @@ func defaultAddr() string {
 	return node.DefaultP9Addr
 }
 
-func mount(addr string) (*client.Fsys, error) {
-	fsys, err := client.Mount("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("cannot reach a node at %s: %w", addr, err)
-	}
-	return fsys, nil
-}
-
 // ninep is `toolnode 9p [-a ADDR | ADDR] ls|read|write|rdwr PATH`, in the
 // manner of plan9port's 9p.
 func ninep(args []string) error {
 	fs := flag.NewFlagSet("9p", flag.ContinueOnError)
 	addr := fs.String("a", defaultAddr(), "node 9P address")
+	cred := credFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -48,7 +41,7 @@ func ninep(args []string) error {
 	if len(args) != 2 {
 		return errors.New("usage: toolnode 9p [ADDR] ls|read|write|rdwr PATH")
 	}
-	fsys, err := mount(*addr)
+	fsys, err := cred.mount(*addr)
 	if err != nil {
 		return err
 	}
@@ -191,6 +184,7 @@ func exchange(fid *client.Fid, req []byte) ([]byte, error) {
 func call(args []string) error {
 	fs := flag.NewFlagSet("call", flag.ContinueOnError)
 	addr := fs.String("a", defaultAddr(), "node 9P address")
+	cred := credFlags(fs)
 	session := fs.String("session", "", "session to call as")
 	agent := fs.String("agent", "", "agent to call as (with -session)")
 	if err := fs.Parse(args); err != nil {
@@ -206,7 +200,7 @@ func call(args []string) error {
 	if fs.NArg() == 2 {
 		argJSON = fs.Arg(1)
 	}
-	fsys, err := mount(*addr)
+	fsys, err := cred.mount(*addr)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,9 @@ const usage = `usage:
   toolnode 9p [-a ADDR] ls|read|write|rdwr PATH
   toolnode 9p ADDR ls|read|write|rdwr PATH a small 9P client, like plan9port's 9p
   toolnode call [-a ADDR] [-session S -agent A] NAME [JSON]
+  toolnode proxy [-listen ADDR] -to ADDR [-tls-ca FILE] [-token T]
+                                           plain 9P on loopback, forwarded to a node (TLS, token)
+  (9p, call: -tls-ca FILE or $TOOLNODE_CA for 9P over TLS; -token T or $TOOLNODE_TOKEN)
   toolnode keygen                          print a new gossip key
 `
 
@@ -31,6 +34,8 @@ func main() {
 		err = ninep(args)
 	case "call":
 		err = call(args)
+	case "proxy":
+		err = proxy(args)
 	case "keygen":
 		err = keygen()
 	case "help":
