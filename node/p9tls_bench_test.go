@@ -87,42 +87,75 @@ func benchConnect(b *testing.B, addr string, cfg *tls.Config) *client.Fsys {
 	return fsys
 }
 
-func (p p9Paths) each(b *testing.B, f func(b *testing.B, addr string, cfg *tls.Config)) {
-	b.Run("plain", func(b *testing.B) { f(b, p.plain, nil) })
-	b.Run("tls", func(b *testing.B) { f(b, p.tls, p.pool) })
-	b.Run("proxy-plain", func(b *testing.B) { f(b, p.proxyPlain, nil) })
-	b.Run("proxy-tls", func(b *testing.B) { f(b, p.proxyTLS, nil) })
+// way is one of the four ways to the node.
+type way struct {
+	name string
+	addr string
+	cfg  *tls.Config // the client's TLS, nil for plain 9P
+}
+
+func (p p9Paths) ways() []way {
+	return []way{
+		{"plain", p.plain, nil},
+		{"tls", p.tls, p.pool},
+		{"proxy-plain", p.proxyPlain, nil},
+		{"proxy-tls", p.proxyTLS, nil},
+	}
+}
+
+// interleave runs op once each way per iteration, each way first in
+// turn, so a busy machine slows them alike. It reports each way's own
+// ns/op and the ratios tls/plain, proxy-plain/plain and proxy-tls/tls.
+func interleave(b *testing.B, ways []way, op func(k int)) {
+	took := make([]time.Duration, len(ways))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for j := range ways {
+			k := (i + j) % len(ways)
+			start := time.Now()
+			op(k)
+			took[k] += time.Since(start)
+		}
+	}
+	b.StopTimer()
+	per := func(k int) float64 { return float64(took[k].Nanoseconds()) / float64(b.N) }
+	for k, w := range ways {
+		b.ReportMetric(per(k), w.name+"-ns/op")
+	}
+	b.ReportMetric(per(1)/per(0), "tls/plain")
+	b.ReportMetric(per(2)/per(0), "proxy-plain/plain")
+	b.ReportMetric(per(3)/per(1), "proxy-tls/tls")
 }
 
 // BenchmarkP9Read is one walk+open+read+clunk of t/nop.meta on an open
-// connection: plain, over TLS, through the proxy to plain and to TLS.
+// connection each way: plain, over TLS, through the proxy to plain and
+// to TLS.
 func BenchmarkP9Read(b *testing.B) {
-	paths := benchPaths(b)
-	paths.each(b, func(b *testing.B, addr string, cfg *tls.Config) {
-		fsys := benchConnect(b, addr, cfg)
-		defer fsys.Close()
-		buf := make([]byte, 4096)
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			fid, err := fsys.Open("t/nop.meta", plan9.OREAD)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if n, err := fid.ReadAt(buf, 0); (err != nil && err != io.EOF) || n == 0 {
-				b.Fatalf("read %d bytes: %v", n, err)
-			}
-			fid.Close()
+	ways := benchPaths(b).ways()
+	fsys := make([]*client.Fsys, len(ways))
+	for i, w := range ways {
+		fsys[i] = benchConnect(b, w.addr, w.cfg)
+		defer fsys[i].Close()
+	}
+	buf := make([]byte, 4096)
+	interleave(b, ways, func(k int) {
+		fid, err := fsys[k].Open("t/nop.meta", plan9.OREAD)
+		if err != nil {
+			b.Fatal(err)
 		}
+		if n, err := fid.ReadAt(buf, 0); (err != nil && err != io.EOF) || n == 0 {
+			b.Fatalf("%s: read %d bytes: %v", ways[k].name, n, err)
+		}
+		fid.Close()
 	})
 }
 
-// BenchmarkP9Connect is dial, version, attach and close: the cost of a
-// connection (for TLS, its handshake) each way.
+// BenchmarkP9Connect is dial, version, attach and close each way: the
+// cost of a connection (for TLS, its handshake; through the proxy, its
+// dial of the node too).
 func BenchmarkP9Connect(b *testing.B) {
-	paths := benchPaths(b)
-	paths.each(b, func(b *testing.B, addr string, cfg *tls.Config) {
-		for i := 0; i < b.N; i++ {
-			benchConnect(b, addr, cfg).Close()
-		}
+	ways := benchPaths(b).ways()
+	interleave(b, ways, func(k int) {
+		benchConnect(b, ways[k].addr, ways[k].cfg).Close()
 	})
 }
