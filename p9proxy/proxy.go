@@ -11,6 +11,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/knusbaum/go9p/proto"
@@ -241,7 +242,10 @@ func (s *session) end(err error, dir string) {
 	s.once.Do(func() {
 		s.client.Close()
 		s.upstream.Close()
-		if err == nil || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || s.p.ctx.Err() != nil {
+		// A client that goes away, even abruptly (a killed FUSE
+		// daemon resets its connection), is no event worth a line.
+		if err == nil || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) ||
+			errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || s.p.ctx.Err() != nil {
 			return
 		}
 		s.p.opt.Logf("proxy: closing connection of %s: %s: %v", s.who, dir, err)
