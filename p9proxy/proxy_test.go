@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -267,7 +269,8 @@ func (r *rawClient) rpc(b []byte) (uint8, []byte) {
 func (r *rawClient) closed() bool {
 	r.c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	_, err := r.br.ReadByte()
-	return err == io.EOF
+	// A close with our bytes unread reaches us as a reset.
+	return err == io.EOF || errors.Is(err, syscall.ECONNRESET)
 }
 
 // A malformed frame closes that client's connection, says why in the
