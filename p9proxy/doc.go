@@ -29,7 +29,9 @@
 //   - Everything else passes unchanged; the node checks every field of
 //     what it is sent and answers a bad request with Rerror.
 //   - At most MaxConns clients are served at once; one more is closed at
-//     once with a log line. Upstream dials are bounded by DialTimeout.
+//     once with a log line. Upstream dials are bounded by DialTimeout;
+//     when one fails, the client's first request is answered with an
+//     Rerror that says so, and its connection closed.
 //
 // # What it must not touch
 //

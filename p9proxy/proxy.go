@@ -214,6 +214,7 @@ func (s *session) run() {
 	cancel()
 	if err != nil {
 		s.p.opt.Logf("proxy: %s: cannot reach the node: %v", s.who, err)
+		s.refuse("proxy: cannot reach the node: " + err.Error())
 		return
 	}
 	s.p.mu.Lock()
@@ -234,6 +235,22 @@ func (s *session) run() {
 	}()
 	s.end(s.upstreamLoop(), "from the client")
 	<-done
+}
+
+// refuse answers the client's first request, its Tversion, with an
+// Rerror saying why it will not be served, so a mount fails with the
+// reason rather than a bare end of file.
+func (s *session) refuse(why string) {
+	s.client.SetDeadline(time.Now().Add(5 * time.Second))
+	frame, err := readFrame(bufio.NewReader(s.client), nil, s.msize.Load)
+	if err != nil {
+		return
+	}
+	if len(why) > minMsize-headerSize-2 {
+		why = why[:minMsize-headerSize-2]
+	}
+	s.cw = bufio.NewWriter(s.client)
+	s.rerror(frame[5:7], why)
 }
 
 // end closes both connections once, logging why unless the stream simply

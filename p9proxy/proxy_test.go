@@ -381,7 +381,10 @@ func TestUpstreamUnreachable(t *testing.T) {
 	ln.Close()
 	addr, logs := startProxy(t, dead, "")
 	r := dialRaw(t, addr)
-	r.c.Write(tversion(8192))
+	typ, body := r.rpc(tversion(8192))
+	if why, _, _ := str(body); typ != proto.Rerror || !strings.Contains(string(why), "proxy: cannot reach the node") {
+		t.Fatalf("Tversion answered %d %q, want an Rerror saying the node cannot be reached", typ, body)
+	}
 	if !r.closed() {
 		t.Fatal("the client's connection stayed open")
 	}
