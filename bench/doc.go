@@ -15,8 +15,14 @@
 //     time the first write a survivor accepts.
 //   - BenchmarkJoinToVoter: start a third node with -join beside a
 //     two-node cluster and time until the leader lists it as a voter.
+//   - BenchmarkStart, BenchmarkCall, BenchmarkWalkRead,
+//     BenchmarkReadOpenFid: one node process as a user sees it, each
+//     beside its floor in the same run (single_bench_test.go): a process
+//     that parses the same 10,000 .meta files, an exec of the same
+//     script, go9p's own server with a static file in a process of its
+//     own (the floor programs are in internal/).
 //
-// The package has no code outside its tests; "go test ./bench/" without
+// The package has no code outside its tests and the floor programs; "go test ./bench/" without
 // -bench runs only quick unit tests of the helpers. The etcd baseline
 // needs an etcd binary in $PATH (Debian: apt-get install etcd-server) and
 // is skipped, saying so, without one. See BENCHMARKS.md for the command

@@ -7,6 +7,9 @@
 #   -advertise "$HOSTNAME"           when the arguments have no -advertise
 #                                    (a node bound to 0.0.0.0 needs one; Docker
 #                                    sets HOSTNAME in every container).
+#   -join "$TOOLNODE_JOIN"           when TOOLNODE_JOIN is set, unless POD_NAME is
+#                                    TOOLNODE_BOOTSTRAP_POD (Kubernetes: the pod
+#                                    that bootstraps the cluster);
 # Arguments that start with another subcommand (9p, call, keygen) run it as is.
 set -eu
 
@@ -26,6 +29,11 @@ done
 if [ -z "$advertise" ]; then
 	# shellcheck disable=SC3028 # not POSIX, but Docker sets it
 	set -- "$@" -advertise "${HOSTNAME:-$(hostname)}"
+fi
+# Kubernetes (deploy/kubernetes): every pod joins $TOOLNODE_JOIN but the one
+# named $TOOLNODE_BOOTSTRAP_POD, which starts the cluster on its first start.
+if [ -n "${TOOLNODE_JOIN:-}" ] && [ "${POD_NAME:-}" != "${TOOLNODE_BOOTSTRAP_POD:-}" ]; then
+	set -- "$@" -join "$TOOLNODE_JOIN"
 fi
 if [ -n "${TOOLNODE_GOSSIP_KEY:-}" ]; then
 	set -- "$@" -encrypt "$TOOLNODE_GOSSIP_KEY"

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -465,7 +466,10 @@ func (n *Node) Call(ctx context.Context, session, agent, tool string, args []byt
 		return nil, fmt.Errorf("no tool %q in the cluster", tool)
 	}
 	if e.visible {
-		return n.runHere(ctx, session, agent, e, args)
+		start := time.Now()
+		out, err := n.runCounted(ctx, session, agent, e, args)
+		n.metrics.Call(tool, n.cfg.Name, time.Since(start), err)
+		return out, err
 	}
 	return n.callElsewhere(ctx, session, agent, tool, args)
 }

@@ -34,6 +34,9 @@ type Config struct {
 	TLSKey      string
 	TLSCA       string
 
+	MCPAddr     string // MCP over Streamable HTTP (loopback); "" = off
+	MetricsAddr string // /metrics, /healthz, /readyz (loopback); "" = off
+
 	// P9TLSCert and P9TLSKey, both set, make the 9P listener speak TLS
 	// 1.3 with this certificate (-9p-tls-cert, -9p-tls-key).
 	P9TLSCert string
@@ -41,6 +44,11 @@ type Config struct {
 
 	CallTimeout time.Duration // default 30s
 	Yolo        bool          // run tools without the sandbox
+
+	// P9Anon is the role of a 9P attach without a token: none, read,
+	// call, publish or admin; "" is admin on a loopback listener and
+	// none on any other (DESIGN §7).
+	P9Anon string
 
 	// ResolveEvery is how often variants are re-resolved against the host
 	// (a binary can be installed later). Default 30s.

@@ -13,9 +13,11 @@
 // node that can (route.go). The cluster port carries Raft, forwarded
 // writes, routed calls and the leader's reachability check, told apart by
 // their first byte (mux.go), under mutual TLS when configured
-// (tlsconfig.go). With -9p-tls-cert and -9p-tls-key the 9P listener
-// speaks TLS 1.3, each handshake beside the accept loop under a deadline
-// (p9tls.go).
+// (tlsconfig.go). It checks 9P attaches against the tokens in its FSM,
+// serves token/, ends a revoked token's connections and makes its own
+// admin token at first start (tokens.go). With -9p-tls-cert and
+// -9p-tls-key the 9P listener speaks TLS 1.3, each handshake beside the
+// accept loop under a deadline (p9tls.go).
 //
 // Only node sees every other package; the others stay ignorant of each
 // other (registry ← raftfsm; p9 and cluster stand alone).

@@ -70,9 +70,19 @@ func (l *eventLog) since(ctx context.Context, after uint64) []p9.Event {
 func (n *Node) Changed(events []raftfsm.Event) {
 	var tools []string
 	for _, e := range events {
+		switch e.Kind {
+		case "token+":
+			continue // tokens are not in the events file
+		case "token-":
+			n.tokenRevoked(e.Name)
+			continue
+		}
 		n.events.add(e.Kind, e.Name)
 		if e.Kind == "tool+" || e.Kind == "tool-" {
 			tools = append(tools, e.Name)
+		}
+		if e.Kind == "tool+" {
+			n.observePublished(e.Name)
 		}
 	}
 	if len(tools) > 0 {
@@ -86,4 +96,5 @@ func (n *Node) Changed(events []raftfsm.Event) {
 func (n *Node) Restored() {
 	n.catalog.rebuild(n.fsm.Tools, n.fsm.Tool)
 	kick(n.metaKick)
+	n.tokensRestored()
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -20,6 +21,7 @@ import (
 	"github.com/hashicorp/raft-wal/metadb"
 
 	"github.com/toolnode/toolnode/cluster"
+	"github.com/toolnode/toolnode/metrics"
 	"github.com/toolnode/toolnode/p9"
 	"github.com/toolnode/toolnode/raftfsm"
 	"github.com/toolnode/toolnode/registry"
@@ -55,7 +57,12 @@ type Node struct {
 	gossip    *cluster.Cluster
 	p9        *p9.Server
 	p9ln      net.Listener
-	p9tls     bool // the 9P listener speaks TLS
+	p9tls     bool         // the 9P listener speaks TLS
+	mcp       *mcpServer   // nil unless -mcp
+	metrics   *metrics.Set // nil unless -metrics: its methods do nothing then
+	metricsLn net.Listener
+	p9srv     atomic.Pointer[p9.Server] // n.p9 once it serves, for the FSM's goroutine
+	anon      p9.Role                   // of an attach without a token (tokens.go)
 
 	catalog *catalog
 	events  *eventLog
@@ -89,6 +96,9 @@ func New(cfg Config) (n *Node, err error) {
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.events = newEventLog(4096)
+	if cfg.MetricsAddr != "" {
+		n.metrics = metrics.New(cfg.Name, n)
+	}
 	host := registry.LocalHost()
 	if cfg.Host != nil {
 		host = *cfg.Host
@@ -114,6 +124,9 @@ func New(cfg Config) (n *Node, err error) {
 	if err := n.startP9Listener(); err != nil {
 		return nil, err
 	}
+	if err := n.setupAnon(); err != nil {
+		return nil, err
+	}
 	if err := n.startRaft(); err != nil {
 		return nil, err
 	}
@@ -130,6 +143,13 @@ func New(cfg Config) (n *Node, err error) {
 	n.wg.Add(1)
 	go n.advertise()
 	n.startP9()
+	if err := n.startMCP(); err != nil {
+		return nil, err
+	}
+	if err := n.startMetrics(); err != nil {
+		return nil, err
+	}
+	n.startAdminToken()
 	n.logger.Printf("node %s: serving 9P on %s, cluster on %s, gossip on %s", cfg.Name, n.P9Addr(), n.transport.LocalAddr(), n.gossip.LocalAddr())
 	return n, nil
 }
@@ -414,6 +434,8 @@ func (n *Node) waitLeader(d time.Duration) error {
 	if !n.loneVoter() {
 		return nil
 	}
+	restore := n.campaignNow()
+	defer restore()
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
 		if addr, _ := n.raft.LeaderWithID(); addr != "" {
@@ -426,6 +448,30 @@ func (n *Node) waitLeader(d time.Duration) error {
 		}
 	}
 	return fmt.Errorf("raft elected no leader within %s", d)
+}
+
+// campaignNow makes a lone voter elect itself at once instead of after
+// raft's first heartbeat timeout (800–1600 ms, the bulk of a start). A
+// lower heartbeat timeout given to ReloadConfig wakes raft's follower loop
+// immediately; finding no leader contact, it campaigns, and as the only
+// voter it wins. The returned func puts the timeout back. Safe because the
+// node is the only voter of its configuration: no other node can lead.
+func (n *Node) campaignNow() (restore func()) {
+	rc := n.raft.ReloadableConfig()
+	orig := rc.HeartbeatTimeout
+	// It must stay at or above LeaderLeaseTimeout; any lower value wakes
+	// the loop.
+	rc.HeartbeatTimeout = orig - time.Millisecond
+	if err := n.raft.ReloadConfig(rc); err != nil {
+		n.logger.Printf("raft: cannot shorten the first election: %v", err)
+		return func() {}
+	}
+	return func() {
+		rc.HeartbeatTimeout = orig
+		if err := n.raft.ReloadConfig(rc); err != nil {
+			n.logger.Printf("raft: restoring the heartbeat timeout: %v", err)
+		}
+	}
 }
 
 // loneVoter reports whether this node is the only voter in its Raft
@@ -463,7 +509,12 @@ func (n *Node) startP9Listener() error {
 
 // startP9 serves the tree on the listener opened at start.
 func (n *Node) startP9() {
-	n.p9 = p9.NewServer(n, p9.Options{Logf: n.logger.Printf})
+	opt := p9.Options{Logf: n.logger.Printf, Attach: n.attach}
+	if n.metrics != nil {
+		opt.Observe = n.metrics.Op
+	}
+	n.p9 = p9.NewServer(n, opt)
+	n.p9srv.Store(n.p9)
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
@@ -575,6 +626,9 @@ func (n *Node) applyHere(data []byte, timeout time.Duration) (raftfsm.Result, ui
 // node from Raft); Raft shuts down, and its log is closed last.
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
+		if n.mcp != nil {
+			n.mcp.close()
+		}
 		if n.p9 != nil {
 			n.p9.Close()
 		} else if n.p9ln != nil {

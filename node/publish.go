@@ -287,7 +287,7 @@ func (n *Node) syncProfiles() bool {
 		}
 	}
 	if len(specs) > 0 {
-		if _, err := n.apply(raftfsm.CmdPublishProfiles, raftfsm.PublishProfiles{Owner: n.cfg.Name, Origin: raftfsm.OriginDir, Profiles: specs}); err != nil {
+		if _, err := n.apply(raftfsm.CmdPublishProfiles, raftfsm.PublishProfiles{Owner: n.cfg.Name, Origin: raftfsm.OriginDir, Profiles: specs, Time: nowNano()}); err != nil {
 			n.logger.Printf("agents: publishing profiles failed: %v (will retry)", err)
 			return false
 		}

@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/toolnode/toolnode/raftfsm"
 	"github.com/toolnode/toolnode/registry"
@@ -27,13 +28,29 @@ func (n *Node) ToolExecMode(name string) (uint32, bool) {
 	return t.ExecMode, true
 }
 
+// ToolTime is when a tool's current version was published.
+func (n *Node) ToolTime(name string) time.Time {
+	if t, ok := n.fsm.Tool(name); ok && t.Time > 0 {
+		return time.Unix(0, t.Time)
+	}
+	return time.Time{}
+}
+
+// ProfileTime is when a profile's current version was published.
+func (n *Node) ProfileTime(name string) time.Time {
+	if p, ok := n.fsm.Profile(name); ok && p.Time > 0 {
+		return time.Unix(0, p.Time)
+	}
+	return time.Time{}
+}
+
 // PublishToolMeta validates and publishes a tool's metadata.
 func (n *Node) PublishToolMeta(name string, data []byte) error {
 	if err := registry.ValidName(name); err != nil {
 		return err
 	}
 	if _, _, err := registry.ParseMeta(data); err != nil {
-		return fmt.Errorf("%s.meta: %w; nothing was published", name, err)
+		return fmt.Errorf("invalid tool metadata in %s.meta: %w; nothing was published", name, err)
 	}
 	_, err := n.apply(raftfsm.CmdPutToolMeta, raftfsm.PutToolMeta{
 		Owner: n.cfg.Name, Origin: raftfsm.Origin9P, Time: nowNano(), Name: name, Meta: data,
@@ -47,10 +64,10 @@ func (n *Node) PublishToolExec(name string, data []byte, mode uint32) error {
 		return err
 	}
 	if len(data) > MaxExecutable {
-		return fmt.Errorf("%s is %d bytes: executables are limited to %d bytes", name, len(data), MaxExecutable)
+		return fmt.Errorf("file too long: %s is %d bytes: executables are limited to %d bytes", name, len(data), MaxExecutable)
 	}
 	if len(data) == 0 {
-		return fmt.Errorf("%s is empty: an executable needs content (rm t/%s removes one)", name, name)
+		return fmt.Errorf("invalid executable: %s is empty; an executable needs content (rm t/%s removes one)", name, name)
 	}
 	_, err := n.apply(raftfsm.CmdPutToolExec, raftfsm.PutToolExec{
 		Owner: n.cfg.Name, Origin: raftfsm.Origin9P, Time: nowNano(), Name: name,
@@ -62,7 +79,7 @@ func (n *Node) PublishToolExec(name string, data []byte, mode uint32) error {
 // WithdrawTool removes a tool cluster-wide, whoever published it.
 func (n *Node) WithdrawTool(name string) error {
 	if t, ok := n.fsm.Tool(name); !ok || !t.Published() {
-		return fmt.Errorf("no tool %q in the cluster", name)
+		return fmt.Errorf("file does not exist: no tool %q in the cluster", name)
 	}
 	_, err := n.apply(raftfsm.CmdWithdrawTools, raftfsm.WithdrawTools{Names: []string{name}})
 	return err
@@ -81,10 +98,10 @@ func (n *Node) PublishProfile(name string, data []byte) error {
 	}
 	p, err := registry.ParseProfile(data)
 	if err != nil {
-		return fmt.Errorf("%s.json: %w; nothing was published", name, err)
+		return fmt.Errorf("invalid agent profile in %s.json: %w; nothing was published", name, err)
 	}
 	_, err = n.apply(raftfsm.CmdPublishProfiles, raftfsm.PublishProfiles{
-		Owner: n.cfg.Name, Origin: raftfsm.Origin9P,
+		Owner: n.cfg.Name, Origin: raftfsm.Origin9P, Time: nowNano(),
 		Profiles: []raftfsm.ProfileSpec{{Name: name, Data: data, AutoLoad: p.AutoLoad}},
 	})
 	return err
@@ -93,7 +110,7 @@ func (n *Node) PublishProfile(name string, data []byte) error {
 // WithdrawProfile removes a profile cluster-wide.
 func (n *Node) WithdrawProfile(name string) error {
 	if _, ok := n.fsm.Profile(name); !ok {
-		return fmt.Errorf("no agent profile %q in the cluster", name)
+		return fmt.Errorf("file does not exist: no agent profile %q in the cluster", name)
 	}
 	_, err := n.apply(raftfsm.CmdWithdrawProfiles, raftfsm.WithdrawProfiles{Names: []string{name}})
 	return err

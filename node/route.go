@@ -115,8 +115,11 @@ func (n *Node) callElsewhere(ctx context.Context, session, agent, tool string, a
 	req := callRequest{Session: session, Agent: agent, Tool: tool, Args: args, Index: n.fsm.LastIndex()}
 	var lastErr error
 	for _, c := range n.route.order(cands) {
+		start := time.Now()
 		out, err := n.callOn(ctx, c, req)
 		if err == nil || !errors.Is(err, errUnsent) {
+			n.metrics.Call(tool, c.Node, time.Since(start), err)
+			n.metrics.Routed(c.Node, err)
 			return out, err
 		}
 		// It never reached that node: another may do.
@@ -209,5 +212,5 @@ func (n *Node) runRouted(ctx context.Context, req callRequest) ([]byte, error) {
 	if !ok || !e.visible {
 		return nil, fmt.Errorf("node %s cannot run tool %q any more", n.cfg.Name, req.Tool)
 	}
-	return n.runHere(ctx, req.Session, req.Agent, e, req.Args)
+	return n.runCounted(ctx, req.Session, req.Agent, e, req.Args)
 }

@@ -3,6 +3,7 @@ package p9
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // Sentinel errors the tree maps to 9P error messages. A Backend may wrap
@@ -42,6 +43,13 @@ type Backend interface {
 	ToolExecutable(name string) ([]byte, bool)
 	// ToolDoc returns the full documentation of a tool (the tools file).
 	ToolDoc(name string) (string, error)
+
+	// ToolTime is when the tool's current version (metadata or
+	// executable, whichever came last) was published; ProfileTime the
+	// same for a profile. The zero time when unknown. Stat shows them
+	// as the files' mtime, so they must not change between reads.
+	ToolTime(name string) time.Time
+	ProfileTime(name string) time.Time
 
 	// ToolExecMode is the file mode of a tool's published executable
 	// (e.g. 0755), as given when it was created through t/.

@@ -1,7 +1,9 @@
 package p9
 
 import (
+	"fmt"
 	"testing"
+	"time"
 
 	"9fans.net/go/plan9"
 	"9fans.net/go/plan9/client"
@@ -58,3 +60,45 @@ func benchWalkOpenReadClunk(b *testing.B, fsys *client.Fsys) {
 
 func BenchmarkReadRevOpenFid(b *testing.B)       { benchReadOpenFid(b, mountOurs(b)) }
 func BenchmarkWalkOpenReadClunkRev(b *testing.B) { benchWalkOpenReadClunk(b, mountOurs(b)) }
+
+// manyTools is a fake backend with n tools, each with metadata and an
+// executable.
+func manyTools(n int) *fakeBackend {
+	f := newFake()
+	for i := range n {
+		name := fmt.Sprintf("tool%05d", i)
+		f.tools[name] = &fakeTool{
+			desc: "tool number " + name, time: time.Now(),
+			meta: []byte(`{"description":"tool number ` + name + `","cmd":"true"}`),
+			exe:  []byte("#!/bin/sh\nexec true\n"),
+		}
+	}
+	return f
+}
+
+// benchDirRead reads t/ whole (walk, open, Dirreadall, clunk): 10,000
+// tools make 20,000 entries, and the fake's own five.
+func benchDirRead(b *testing.B, content bool) {
+	_, addr := startServer(b, manyTools(10000), Options{Logf: func(string, ...any) {}})
+	fsys := mount(b, addr)
+	statContent = content
+	defer func() { statContent = true }()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		fid, err := fsys.Open("t", plan9.OREAD)
+		if err != nil {
+			b.Fatal(err)
+		}
+		dirs, err := fid.Dirreadall()
+		if err != nil || len(dirs) != 20005 {
+			b.Fatalf("%d entries, %v", len(dirs), err)
+		}
+		fid.Close()
+	}
+}
+
+// A directory read of t/ with true lengths and publish times, and the
+// same read with stat's lengths 0 (the tree before it had lengths).
+func BenchmarkDirReadT10kLengths(b *testing.B)  { benchDirRead(b, true) }
+func BenchmarkDirReadT10kBaseline(b *testing.B) { benchDirRead(b, false) }

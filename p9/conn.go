@@ -54,6 +54,9 @@ type conn struct {
 	mu   sync.Mutex
 	tags map[uint16]*req
 	fids map[uint32]*fid
+	who  map[string]bool // names attached as, for DropPrincipal
+
+	uploadBytes atomic.Int64 // held by this connection's unfinished uploads
 }
 
 // req is one request in flight.
@@ -141,6 +144,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		work:       make(chan *req),
 		tags:       make(map[uint16]*req),
 		fids:       make(map[uint32]*fid),
+		who:        make(map[string]bool),
 	}
 	c.bw = bufio.NewWriterSize(nc, 16*1024)
 	c.msize.Store(s.opt.MaxMsize)

@@ -36,8 +36,21 @@
 // Read-only files are generated at open and served from that snapshot; a
 // read at offset 0 after other reads generates them again. Directories are
 // read in whole stat entries at offset 0 or where the last read ended.
-// Stat shows length 0, mtime = server start, owner Options.Owner, and a
-// qid whose path is a hash of the file's path.
+// Stat shows owner Options.Owner and a qid whose path is a hash of the
+// file's path. The files of t/ and a/ show their true length (what a
+// read returns now; on a fid open for writing, its buffer's) and, as
+// mtime, when their version was published (Backend.ToolTime,
+// ProfileTime; t/idx: the newest of its tools'), so seeking from the
+// end, cp, mmap and exec through a mount work. Every other file shows
+// length 0 and the server's start.
+//
+// Error texts are for people and for the clients that map them to errno:
+// plan9port's 9pfuse takes the first phrase of its table found in the
+// text, the Linux kernel only exact strings. A walk that finds nothing is
+// exactly "file does not exist" (ENOENT under both, so cp goes on to
+// create); a refusal for lack of rights contains "permission denied"
+// (EACCES), bad content or names "invalid" (EINVAL), limits "too long",
+// a full table "temporarily unavailable" (EAGAIN); the detail follows.
 //
 // Files that answer a write (tools, cluster/where, session/new,
 // session/S/agent/new, session/S/ctl, agent/A/ctl, agent/A/tools, call)
@@ -46,7 +59,9 @@
 // non-blank line is one command, run in order, stopping at the first
 // error; the answer is the lines' answers concatenated. A failed command
 // is an error on the write, and clears the fid's answer. A read before any
-// write returns a usage line (agent/A/tools: the loaded list).
+// write returns nothing (0 bytes) and never blocks, so plan9port's
+// "9p rdwr", which reads first, prints only answers; agent/A/tools, which
+// has contents of its own, returns the loaded list.
 //
 // Answers of agent/A/ctl: "tool_load NAME" answers "loaded NAME",
 // "tool_unload NAME" answers "unloaded NAME", "kill" answers
@@ -58,7 +73,7 @@
 // new request) until the text is "NAME" or "NAME JSON" with a whole JSON
 // object, then runs it; the tool's output is the answer, byte for byte.
 // A request over 1 MiB is an error. A read while the JSON is incomplete is
-// an error that says so.
+// an error that says so; a read before any request returns nothing.
 //
 // events starts each fid at Backend.LastEvent; a read returns whole
 // "INDEX KIND NAME" lines, waits up to Options.EventWait for one, and
@@ -81,10 +96,15 @@
 //   - Names: Tcreate takes NAME.meta and NAME in t/, NAME.json in a/, where
 //     NAME is [A-Za-z0-9][A-Za-z0-9_.-]{0,127} and a tool is never "idx";
 //     a name ending in .meta is always metadata. Directories cannot be made.
-//     A create must open for writing. It makes the fid the new file, open
-//     on an empty buffer; until its clunk, walks on any connection find the
-//     file (9pfuse walks to what it just created), and nothing is
-//     published. Creating a file that exists replaces it the same way.
+//     A create may use any open mode (plan9port's "9p create" uses OREAD
+//     and writes on a later open). It makes the fid the new file, open on
+//     an empty buffer, and the file pending: walks and directory reads on
+//     any connection find it (9pfuse walks to what it just created), reads
+//     see it empty, and nothing is published. It stays pending until a
+//     clunk publishes it, a Tremove drops it (removing a pending file
+//     publishes and withdraws nothing), or Options.PendingTTL passes after
+//     its last fid closed; at most maxPendingFiles are kept. Creating a
+//     file that exists replaces it the same way.
 //   - Buffers: a fid open for writing (Tcreate, or Topen with OWRITE or
 //     ORDWR) writes into a private buffer at the writes' offsets, gaps
 //     filled with zeros. It starts as the published text, or empty with
@@ -93,30 +113,51 @@
 //     profiles are limited to 1 MiB, executables to Backend.MaxExecutable
 //     (64 MiB when that is not positive); the write that crosses the limit
 //     fails.
-//   - JSON (NAME.meta, NAME.json): after each write, if the buffer is one
-//     whole JSON value (white space around it dropped) that this fid has
-//     not published yet, it is published at once; the Backend's refusal is
-//     the error of that write, which then changes nothing. At clunk, a
-//     buffer changed since this fid last published is published if it is
-//     whole JSON; otherwise the Tclunk fails with "incomplete JSON: nothing
-//     was published" or "is not valid JSON". The fid is clunked either way.
-//   - Executables (NAME): published at clunk with their mode; the
-//     Backend's refusal is the error of the Tclunk. The mode is the
-//     permission bits of the Tcreate, or the published mode for a file
-//     opened for writing. A mode without an execute bit is published as
-//     given, but nodes only run executables that have one.
-//   - A fid that wrote nothing publishes nothing at clunk, and neither does
-//     one with a refused write. Only Tclunk publishes: a Tremove of a fid
-//     open for writing, a Tversion and the end of a connection drop its
-//     buffer.
-//   - Twstat: a length of 0 empties the buffer of a fid open for writing
-//     and is accepted, doing nothing, on any other fid of t/ and a/ (the
-//     open that follows, with OTRUNC, replaces the content). A new mode on
-//     t/NAME (chmod) applies to the fids writing it, and publishes the
-//     published executable again with that mode. Only the permission bits
-//     of a mode count.
+//   - JSON (NAME.meta, NAME.json): a write that leaves the buffer unable
+//     to become JSON whatever follows ("{bad") fails with "invalid JSON in
+//     PATH: byte N ... cannot continue a JSON value" and changes nothing: a
+//     FUSE client never sees the error of a close, so the write must fail.
+//     The check is a streaming scan (jsonPrefix) that resumes where the
+//     last write ended; a buffer with a hole is checked at clunk only.
+//     After each write, if the buffer is one whole JSON value (white space
+//     around it dropped) that this fid has not published yet, it is
+//     published at once; the Backend's refusal is the error of that write,
+//     which then changes nothing. At clunk, a buffer changed since this fid
+//     last published is published if it is whole JSON; otherwise the
+//     Tclunk fails with "invalid JSON in PATH: it is incomplete; nothing
+//     was published". The fid is clunked either way.
+//   - Executables (NAME): published at clunk; the Backend's refusal is the
+//     error of the Tclunk. A created executable is published 0755 whatever
+//     the perm of the Tcreate; a file opened for writing keeps its
+//     published mode; a chmod (below) sets another.
+//   - A refused write and a failed publish at clunk are logged (Logf)
+//     with the file and the cause. A fid that wrote nothing publishes
+//     nothing at clunk, and neither does one with a refused write. Only
+//     Tclunk publishes: a Tremove of a fid open for writing, a Tversion
+//     and the end of a connection drop its buffer.
+//   - Truncation: a Twstat of length 0 empties the buffer of a fid open
+//     for writing. On a fid of t/ or a/ that is not open it truncates the
+//     path: every open upload of it, on every connection, is emptied, or,
+//     when none is open, the next open for writing (within PendingTTL)
+//     starts empty. An open with OTRUNC empties the path's other uploads
+//     too, and one closed without a write truncates the path the same way.
+//     9pfuse truncates so, on the node's fid, before or after it opens the
+//     fid it writes on without OTRUNC. What is published changes only when
+//     a clunk publishes.
+//   - Twstat: a new mode on t/NAME (chmod) applies to the fids writing it,
+//     and publishes the published executable again with that mode. Only
+//     the permission bits of a mode count.
 //
-// Stat lengths stay 0 for these files too; readers read to the end.
+// # Who may do what
+//
+// Options.Attach turns each attach name (a token, or "" for none) into a
+// Principal; every fid carries the Principal of the attach it was walked
+// from, and walk, open, create, remove and wstat check the role of what
+// they touch (tokens.go), failing with "permission denied: needs role
+// ROLE". token/new, token/idx and token/ctl serve a TokenBackend to
+// admins; DropPrincipal ends the connections of a revoked token. One
+// connection holds at most Options.MaxFids fids, and its unfinished
+// uploads at most Options.MaxConnUploadBytes.
 //
 // # What it must not touch
 //

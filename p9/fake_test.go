@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 )
 
 // fakeBackend is an in-memory Backend for the tests.
@@ -23,11 +24,13 @@ type fakeBackend struct {
 	calls    int
 	maxExe   int      // MaxExecutable
 	log      []string // publishes and withdrawals, in order
+	ptimes   map[string]time.Time
 }
 
 // fakeTool is a published tool: meta nil means its metadata is not
 // published yet, exe nil that it has no executable.
 type fakeTool struct {
+	time  time.Time // published
 	desc  string
 	meta  []byte
 	exe   []byte
@@ -104,6 +107,21 @@ func (f *fakeBackend) ToolExecutable(name string) ([]byte, bool) {
 		return t.exe, true
 	}
 	return nil, false
+}
+
+func (f *fakeBackend) ToolTime(name string) time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if t := f.tools[name]; t != nil {
+		return t.time
+	}
+	return time.Time{}
+}
+
+func (f *fakeBackend) ProfileTime(name string) time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ptimes[name]
 }
 
 func (f *fakeBackend) ToolDoc(name string) (string, error) {
@@ -428,7 +446,7 @@ func (f *fakeBackend) PublishToolMeta(name string, data []byte) error {
 		t = &fakeTool{}
 		f.tools[name] = t
 	}
-	t.meta, t.desc = slices.Clone(data), desc
+	t.meta, t.desc, t.time = slices.Clone(data), desc, time.Now()
 	f.log = append(f.log, "meta "+name+" "+string(data))
 	f.addEventLocked("tool+", name)
 	return nil
@@ -445,7 +463,7 @@ func (f *fakeBackend) PublishToolExec(name string, data []byte, mode uint32) err
 		t = &fakeTool{}
 		f.tools[name] = t
 	}
-	t.exe, t.mode = slices.Clone(data), mode
+	t.exe, t.mode, t.time = slices.Clone(data), mode, time.Now()
 	f.log = append(f.log, fmt.Sprintf("exec %s %#o %q", name, mode, data))
 	return nil
 }
@@ -488,6 +506,10 @@ func (f *fakeBackend) PublishProfile(name string, data []byte) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.profiles[name] = slices.Clone(data)
+	if f.ptimes == nil {
+		f.ptimes = map[string]time.Time{}
+	}
+	f.ptimes[name] = time.Now()
 	f.log = append(f.log, "profile "+name+" "+string(data))
 	return nil
 }

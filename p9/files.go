@@ -22,21 +22,12 @@ func (s *Server) openHandle(n *node) (handle, error) {
 	case kRoot, kTDir, kADir, kClusterDir, kSessionDir, kSession, kAgentDir, kAgent:
 		return newDirHandle(s, n)
 	case kTIdx:
-		return newSnapshot(func() ([]byte, error) {
-			var buf []byte
-			for _, e := range b.ToolIndex() {
-				buf = append(buf, e.Name...)
-				buf = append(buf, '\t')
-				buf = append(buf, oneLine(e.Description)...)
-				buf = append(buf, '\n')
-			}
-			return buf, nil
-		})
+		return newSnapshot(func() ([]byte, error) { return indexText(b.ToolIndex()), nil })
 	case kTMeta:
 		return newSnapshot(func() ([]byte, error) {
 			meta, ok := b.ToolMeta(n.arg)
 			if !ok {
-				return nil, fmt.Errorf("no tool %q in the cluster", n.arg)
+				return s.pendingText(n, "file does not exist: no tool %q in the cluster")
 			}
 			return withNewline(meta), nil
 		})
@@ -44,7 +35,7 @@ func (s *Server) openHandle(n *node) (handle, error) {
 		return newSnapshot(func() ([]byte, error) {
 			exe, ok := b.ToolExecutable(n.arg)
 			if !ok {
-				return nil, fmt.Errorf("tool %q has no published executable", n.arg)
+				return s.pendingText(n, "file does not exist: tool %q has no published executable")
 			}
 			return exe, nil
 		})
@@ -52,7 +43,7 @@ func (s *Server) openHandle(n *node) (handle, error) {
 		return newSnapshot(func() ([]byte, error) {
 			p, ok := b.Profile(n.arg)
 			if !ok {
-				return nil, fmt.Errorf("no agent profile %q in the cluster", n.arg)
+				return s.pendingText(n, "file does not exist: no agent profile %q in the cluster")
 			}
 			return withNewline(p), nil
 		})
@@ -86,7 +77,6 @@ func (s *Server) openHandle(n *node) (handle, error) {
 		return newCall(s, n), nil
 	case kTools:
 		return &answer{
-			usage: constUsage("write a tool name, then read its documentation on the same fid\n"),
 			run: perLine(func(_ *req, name string) ([]byte, error) {
 				doc, err := b.ToolDoc(name)
 				return withNewline([]byte(doc)), notFound(err, "no tool %q in the cluster", name)
@@ -94,7 +84,6 @@ func (s *Server) openHandle(n *node) (handle, error) {
 		}, nil
 	case kWhere:
 		return &answer{
-			usage: constUsage("write a tool name, then read the nodes that can run it on the same fid\n"),
 			run: perLine(func(_ *req, name string) ([]byte, error) {
 				w, err := b.Where(name)
 				return withNewline([]byte(w)), notFound(err, "no tool %q in the cluster", name)
@@ -102,7 +91,6 @@ func (s *Server) openHandle(n *node) (handle, error) {
 		}, nil
 	case kSessNew:
 		return &answer{
-			usage: constUsage(`write "name=S [agent=PROFILE] [cwd=DIR]", then read the session name on the same fid` + "\n"),
 			run: perLine(func(_ *req, spec string) ([]byte, error) {
 				if err := checkSpec(spec, `"name=S [agent=PROFILE] [cwd=DIR]"`, "agent", "cwd"); err != nil {
 					return nil, err
@@ -116,7 +104,6 @@ func (s *Server) openHandle(n *node) (handle, error) {
 		}, nil
 	case kAgentNew:
 		return &answer{
-			usage: constUsage(`write "name=A [profile=P]", then read the agent name on the same fid` + "\n"),
 			run: perLine(func(_ *req, spec string) ([]byte, error) {
 				if err := checkSpec(spec, `"name=A [profile=P]"`, "profile"); err != nil {
 					return nil, err
@@ -130,7 +117,6 @@ func (s *Server) openHandle(n *node) (handle, error) {
 		}, nil
 	case kSessCtl:
 		return &answer{
-			usage: constUsage("write \"kill\"\n"),
 			run: perLine(func(_ *req, cmd string) ([]byte, error) {
 				if cmd != "kill" {
 					return nil, fmt.Errorf("unknown command %q: session/%s/ctl takes \"kill\"", cmd, n.sess)
@@ -143,8 +129,7 @@ func (s *Server) openHandle(n *node) (handle, error) {
 		}, nil
 	case kAgentCtl:
 		return &answer{
-			usage: constUsage(ctlUsage + "\n"),
-			run:   perLine(func(_ *req, cmd string) ([]byte, error) { return agentCtl(b, n, cmd) }),
+			run: perLine(func(_ *req, cmd string) ([]byte, error) { return agentCtl(b, n, cmd) }),
 		}, nil
 	case kAgentTools:
 		loaded := func() ([]byte, error) {
@@ -162,6 +147,28 @@ func (s *Server) openHandle(n *node) (handle, error) {
 		}, nil
 	}
 	return nil, fmt.Errorf("%s cannot be opened", n.path)
+}
+
+// indexText is the text of t/idx: NAME<TAB>description, one a line.
+func indexText(idx []ToolEntry) []byte {
+	var buf []byte
+	for _, e := range idx {
+		buf = append(buf, e.Name...)
+		buf = append(buf, '\t')
+		buf = append(buf, oneLine(e.Description)...)
+		buf = append(buf, '\n')
+	}
+	return buf
+}
+
+// pendingText is the content of a file of t/ or a/ that is not
+// published: empty while it is pending (created, or open for writing),
+// else the error notExist, formatted with the file's tool or profile.
+func (s *Server) pendingText(n *node, notExist string) ([]byte, error) {
+	if s.isPending(n.path) {
+		return nil, nil
+	}
+	return nil, fmt.Errorf(notExist, n.arg)
 }
 
 const ctlUsage = `write "tool_load NAME", "tool_unload NAME", "tools_all" or "kill"`
@@ -359,7 +366,7 @@ func newDirHandle(s *Server, n *node) (*dirHandle, error) {
 }
 
 func (d *dirHandle) fill() error {
-	kids, err := children(d.s.b, d.n)
+	kids, err := d.s.children(d.n)
 	if err != nil {
 		return err
 	}
@@ -412,22 +419,19 @@ func (d *dirHandle) close()    {}
 
 // answer is a file that answers writes: each write runs its lines as
 // commands when it returns, and reads on the same fid from offset 0
-// return the answer. A failed write clears the answer, so the next read
-// shows the usage again. Reads and writes are serialized by mu; a write
-// holds it while its commands run.
+// return the answer. A read before any write returns nothing (0 bytes),
+// so plan9port's "9p rdwr", which reads first, prints only answers; a
+// file with contents of its own (agent/A/tools) sets usage, and such a
+// read returns that. A failed write clears the answer. Reads and writes
+// are serialized by mu; a write holds it while its commands run.
 type answer struct {
-	usage func() ([]byte, error)                       // read before any write
+	usage func() ([]byte, error)                       // read before any write; nil: nothing
 	run   func(r *req, lines []string) ([]byte, error) // the non-blank lines of one write
 
 	mu     sync.Mutex
 	data   []byte
 	has    bool // data is an answer
 	usaged bool // data is the usage text, made by a read at offset 0
-}
-
-func constUsage(text string) func() ([]byte, error) {
-	b := []byte(text)
-	return func() ([]byte, error) { return b, nil }
 }
 
 // perLine runs one command per line, in order, and stops at the first
@@ -476,6 +480,9 @@ func (a *answer) write(r *req, _ uint64, data []byte) (int, error) {
 func (a *answer) read(_ *req, off uint64, count uint32) ([]byte, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if !a.has && a.usage == nil {
+		return nil, nil
+	}
 	if !a.has && (off == 0 || !a.usaged) {
 		u, err := a.usage()
 		if err != nil {
@@ -515,8 +522,6 @@ func newCall(s *Server, n *node) *call {
 	ctx, cancel := context.WithCancel(s.ctx)
 	return &call{s: s, n: n, lock: make(chan struct{}, 1), ctx: ctx, cancel: cancel}
 }
-
-const callUsage = `write "NAME [JSON-ARGS]", then read the tool's output on the same fid` + "\n"
 
 // acquire takes the call's lock unless the request is cancelled first.
 func acquire(lock chan struct{}, r *req) error {
@@ -590,7 +595,7 @@ func (c *call) read(r *req, off uint64, count uint32) ([]byte, error) {
 		return nil, fmt.Errorf("the call request for %q is incomplete: its JSON arguments (%d bytes so far) do not parse; write the rest", name, len(c.pending))
 	}
 	if !c.has {
-		return window([]byte(callUsage), off, count), nil
+		return nil, nil // nothing asked yet: nothing to answer
 	}
 	return window(c.out, off, count), nil
 }

@@ -11,7 +11,8 @@ import (
 // fid is one fid of a connection: a node and, once opened, a handle that
 // holds the per-fid state (a snapshot, an answer, a call in progress).
 type fid struct {
-	n *node
+	n   *node
+	who Principal // of the attach this fid descends from
 
 	mu    sync.Mutex
 	h     handle // nil until opened, and again once released
@@ -72,6 +73,9 @@ func errReadOnly(n *node) error  { return fmt.Errorf("permission denied: %s is r
 func errWriteOnly(n *node) error { return fmt.Errorf("permission denied: %s is write-only", n.path) }
 func errIsDir(n *node) error     { return fmt.Errorf("%s is a directory: it can only be read", n.path) }
 func errNoAuth() error           { return errors.New("authentication not required") }
+func errTooManyFids(held int) error {
+	return fmt.Errorf("too many fids: this connection holds %d, the most one may; clunk the fids it no longer needs", held)
+}
 func errNotForReading(id uint32) error {
 	return fmt.Errorf("fid %d was not opened for reading", id)
 }
@@ -126,24 +130,78 @@ func (c *conn) handle(r *req) (b []byte) {
 	default:
 		err = fmt.Errorf("message %T is not a request this server serves", fc)
 	}
+	if obs := c.s.opt.Observe; obs != nil {
+		obs(opName(r.fc), err)
+	}
 	if err != nil {
 		return c.rerror(r.tag, err)
 	}
 	return b
 }
 
+// opName names a request's type for Options.Observe.
+func opName(fc any) string {
+	switch fc.(type) {
+	case *proto.TRead:
+		return "read"
+	case *proto.TWalk:
+		return "walk"
+	case *proto.TOpen:
+		return "open"
+	case *proto.TClunk:
+		return "clunk"
+	case *proto.TWrite:
+		return "write"
+	case *proto.TStat:
+		return "stat"
+	case *proto.TWstat:
+		return "wstat"
+	case *proto.TAttach:
+		return "attach"
+	case *proto.TAuth:
+		return "auth"
+	case *proto.TCreate:
+		return "create"
+	case *proto.TRemove:
+		return "remove"
+	}
+	return "other"
+}
+
 func (c *conn) attach(fc *proto.TAttach) ([]byte, error) {
 	if fc.Afid != noFid {
 		return nil, errNoAuth()
 	}
+	who, err := c.s.principal(fc.Aname, c.nc.RemoteAddr())
+	if err != nil {
+		c.logf("attach refused: %v", err)
+		return nil, err
+	}
 	c.mu.Lock()
 	_, used := c.fids[fc.Fid]
-	if !used {
-		c.fids[fc.Fid] = &fid{n: rootNode}
+	held := len(c.fids)
+	full := held >= c.s.opt.MaxFids
+	if !used && !full {
+		c.fids[fc.Fid] = &fid{n: rootNode, who: who}
+		c.who[who.Name] = true
 	}
 	c.mu.Unlock()
 	if used {
 		return nil, errFidInUse(fc.Fid)
+	}
+	if full {
+		return nil, errTooManyFids(held)
+	}
+	if fc.Aname != "" && c.s.opt.Attach != nil {
+		// A revocation applied between the check above and the
+		// registration missed this connection: check again, now that a
+		// later one would find it.
+		if _, err := c.s.principal(fc.Aname, c.nc.RemoteAddr()); err != nil {
+			c.mu.Lock()
+			delete(c.fids, fc.Fid)
+			c.mu.Unlock()
+			return nil, err
+		}
 	}
 	m := proto.RAttach{Header: proto.Header{Type: proto.Rattach, Tag: fc.Tag}, Qid: rootNode.qid}
 	return m.Compose(), nil
@@ -173,6 +231,13 @@ func (c *conn) walk(fc *proto.TWalk) ([]byte, error) {
 		qids = make([]proto.Qid, 0, len(fc.Wname))
 	}
 	for i, name := range fc.Wname {
+		if name != ".." {
+			// A refusal is an error wherever it falls, so the client
+			// sees why.
+			if err := need(f.who, readRole(n.kind), "walk into", n); err != nil {
+				return nil, err
+			}
+		}
 		next, err := walk1(c.s, n, name)
 		if err != nil {
 			if i == 0 {
@@ -202,7 +267,10 @@ func (c *conn) bindWalked(fc *proto.TWalk, f *fid, n *node) error {
 		if _, used := c.fids[fc.Newfid]; used {
 			return errFidInUse(fc.Newfid)
 		}
-		c.fids[fc.Newfid] = &fid{n: n}
+		if len(c.fids) >= c.s.opt.MaxFids {
+			return errTooManyFids(len(c.fids))
+		}
+		c.fids[fc.Newfid] = &fid{n: n, who: f.who}
 		return nil
 	}
 	if c.fids[fc.Fid] != f {
@@ -214,7 +282,7 @@ func (c *conn) bindWalked(fc *proto.TWalk, f *fid, n *node) error {
 	if open {
 		return errIsOpen(fc.Fid)
 	}
-	c.fids[fc.Fid] = &fid{n: n}
+	c.fids[fc.Fid] = &fid{n: n, who: f.who}
 	return nil
 }
 
@@ -240,6 +308,16 @@ func (c *conn) open(fc *proto.TOpen) ([]byte, error) {
 	if wantRead && !n.readable() {
 		return nil, errWriteOnly(n)
 	}
+	if wantRead {
+		if err := need(f.who, readRole(n.kind), "read", n); err != nil {
+			return nil, err
+		}
+	}
+	if wantWrite {
+		if err := need(f.who, writeRole(n.kind), "write", n); err != nil {
+			return nil, err
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.gone {
@@ -250,7 +328,11 @@ func (c *conn) open(fc *proto.TOpen) ([]byte, error) {
 	}
 	var h handle
 	if wantWrite && isUpload(n.kind) {
-		h = c.s.openUpload(n, mode&proto.Otrunc != 0)
+		h = c.s.openUpload(n, mode&proto.Otrunc != 0, &c.uploadBytes)
+	} else if readRole(n.kind) == RoleAdmin {
+		if h, err = c.s.openToken(n, f.who); err != nil {
+			return nil, err
+		}
 	} else if h, err = c.s.openHandle(n); err != nil {
 		return nil, err
 	}
@@ -348,21 +430,30 @@ func (c *conn) remove(fc *proto.TRemove) ([]byte, error) {
 		return nil, err
 	}
 	n, b := f.n, c.s.b
+	if err := need(f.who, writeRole(n.kind), "remove", n); err != nil {
+		return nil, err
+	}
+	if isUpload(n.kind) && c.s.forgetPending(n.path) && !c.s.isPublished(n) {
+		// A file created and never published: removing it publishes
+		// nothing (9pfuse removes what it created when a later step fails).
+		m := proto.RRemove{Header: proto.Header{Type: proto.Rremove, Tag: fc.Tag}}
+		return m.Compose(), nil
+	}
 	switch n.kind {
 	case kSession:
-		return nil, fmt.Errorf("cannot remove session %q this way: write \"kill\" to session/%s/ctl", n.sess, n.sess)
+		return nil, fmt.Errorf("permission denied: cannot remove session %q this way: write \"kill\" to session/%s/ctl", n.sess, n.sess)
 	case kAgent:
-		return nil, fmt.Errorf("cannot remove agent %q this way: write \"kill\" to %s/ctl", n.agent, n.path)
+		return nil, fmt.Errorf("permission denied: cannot remove agent %q this way: write \"kill\" to %s/ctl", n.agent, n.path)
 	case kTIdx:
-		return nil, errors.New("cannot remove t/idx: it is the tool index; remove t/NAME.meta to withdraw a tool")
+		return nil, errors.New("permission denied: cannot remove t/idx: it is the tool index; remove t/NAME.meta to withdraw a tool")
 	case kTMeta:
-		err = notFound(b.WithdrawTool(n.arg), "no tool %q in the cluster", n.arg)
+		err = notFound(b.WithdrawTool(n.arg), "file does not exist: no tool %q in the cluster", n.arg)
 	case kTExec:
-		err = notFound(b.RemoveToolExec(n.arg), "tool %q has no published executable", n.arg)
+		err = notFound(b.RemoveToolExec(n.arg), "file does not exist: tool %q has no published executable", n.arg)
 	case kProfile:
-		err = notFound(b.WithdrawProfile(n.arg), "no agent profile %q in the cluster", n.arg)
+		err = notFound(b.WithdrawProfile(n.arg), "file does not exist: no agent profile %q in the cluster", n.arg)
 	default:
-		return nil, fmt.Errorf("cannot remove %s: the files of the tree are fixed", n.path)
+		return nil, fmt.Errorf("permission denied: cannot remove %s: the files of the tree are fixed", n.path)
 	}
 	if err != nil {
 		return nil, err
@@ -372,31 +463,37 @@ func (c *conn) remove(fc *proto.TRemove) ([]byte, error) {
 }
 
 func errOrclose(n *node) error {
-	return fmt.Errorf("%s cannot be removed on close, so it cannot be opened with ORCLOSE", n.path)
+	return fmt.Errorf("invalid open mode: %s cannot be removed on close, so it cannot be opened with ORCLOSE", n.path)
 }
 
 // create makes t/NAME.meta, t/NAME or a/NAME.json: the fid becomes the
-// new file, open for writing on an empty buffer. Nothing is published
-// until it is written (and, for an executable, clunked). An executable's
-// mode is the create's permission bits. Creating a file that exists
-// replaces it the same way.
+// new file, open in the create's mode on an empty buffer, and the file is
+// pending: walks find it, reads see it empty. Nothing is published until
+// a close leaves valid content in it (an executable: any content, always
+// with mode 0755); a file never published stops being pending
+// Options.PendingTTL after its last fid is closed. Any open mode works:
+// plan9port's "9p create" creates with OREAD and writes on a later open.
+// Creating a file that exists replaces it the same way.
 func (c *conn) create(fc *proto.TCreate) ([]byte, error) {
 	f, err := c.getFid(fc.Fid)
 	if err != nil {
 		return nil, err
 	}
 	n := f.n
+	if err := need(f.who, writeRole(n.kind), "create in", n); err != nil {
+		return nil, err
+	}
 	switch n.kind {
 	case kSessionDir:
-		return nil, fmt.Errorf("cannot create %q: make a session by writing \"name=S\" to session/new", fc.Name)
+		return nil, fmt.Errorf("permission denied: cannot create %q: make a session by writing \"name=S\" to session/new", fc.Name)
 	case kAgentDir:
-		return nil, fmt.Errorf("cannot create %q: make an agent by writing \"name=A\" to %s/new", fc.Name, n.path)
+		return nil, fmt.Errorf("permission denied: cannot create %q: make an agent by writing \"name=A\" to %s/new", fc.Name, n.path)
 	case kTDir, kADir:
 	default:
 		if !n.isDir() {
 			return nil, fmt.Errorf("cannot create %q: %s is not a directory", fc.Name, n.path)
 		}
-		return nil, fmt.Errorf("cannot create %q in %s: the files of the tree are fixed", fc.Name, n.path)
+		return nil, fmt.Errorf("permission denied: cannot create %q in %s: the files of the tree are fixed", fc.Name, n.path)
 	}
 	child, err := createNode(n, fc.Name, fc.Perm)
 	if err != nil {
@@ -406,13 +503,14 @@ func (c *conn) create(fc *proto.TCreate) ([]byte, error) {
 	if mode&proto.Orclose != 0 {
 		return nil, errOrclose(child)
 	}
-	if rw := mode & 3; rw != proto.Owrite && rw != proto.Ordwr {
-		return nil, fmt.Errorf("create %s open for writing (OWRITE or ORDWR): it is published when written", child.path)
-	}
 	if h, _ := f.handle(); h != nil {
 		return nil, fmt.Errorf("fid %d is open; create from an unopened fid of %s", fc.Fid, n.path)
 	}
-	u := c.s.newUpload(child, fc.Perm&0o777)
+	if err := c.s.markCreated(child.path); err != nil {
+		return nil, err
+	}
+	u := c.s.newUpload(child, defaultExecMode, &c.uploadBytes)
+	u.created = true
 	// The fid becomes the new file: a new fid replaces it in the table,
 	// and the old one is marked gone so a racing open fails.
 	c.mu.Lock()
@@ -420,7 +518,7 @@ func (c *conn) create(fc *proto.TCreate) ([]byte, error) {
 	ok := c.fids[fc.Fid] == f && f.h == nil && !f.gone
 	if ok {
 		f.gone = true
-		c.fids[fc.Fid] = &fid{n: child, h: u, omode: mode}
+		c.fids[fc.Fid] = &fid{n: child, who: f.who, h: u, omode: mode}
 		c.s.handles.Add(1)
 	}
 	f.mu.Unlock()
@@ -438,7 +536,13 @@ func (c *conn) statFid(fc *proto.TStat) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := proto.RStat{Header: proto.Header{Type: proto.Rstat, Tag: fc.Tag}, Stat: c.s.stat(f.n)}
+	st := c.s.stat(f.n)
+	if h, _ := f.handle(); h != nil {
+		if u, ok := h.(*upload); ok {
+			st.Length = uint64(u.size()) // the writer sees what it wrote
+		}
+	}
+	m := proto.RStat{Header: proto.Header{Type: proto.Rstat, Tag: fc.Tag}, Stat: st}
 	return m.Compose(), nil
 }
 
@@ -446,8 +550,11 @@ func (c *conn) statFid(fc *proto.TStat) ([]byte, error) {
 // field "don't touch"), a truncation to length 0 and new times, on
 // writable files, and a new mode for t/NAME. It refuses renames, owner
 // changes and other mode changes. A truncation of a fid open for writing
-// empties its buffer; of any other fid it does nothing (9pfuse sends one
-// before an open that truncates).
+// empties its buffer. A truncation of any other fid of t/ or a/ empties
+// the buffers of the path's open uploads, or, when none is open, the
+// buffer of the next open for writing (Server.truncatePath): 9pfuse
+// truncates on the path's fid and writes on another, opened without
+// OTRUNC, before or after.
 func (c *conn) wstat(fc *proto.TWstat) ([]byte, error) {
 	f, err := c.getFid(fc.Fid)
 	if err != nil {
@@ -460,18 +567,23 @@ func (c *conn) wstat(fc *proto.TWstat) ([]byte, error) {
 	chmod := st.Mode != ^uint32(0) && n.kind == kTExec && st.Mode&proto.DMDIR == 0
 	switch {
 	case st.Name != "" && st.Name != n.name:
-		return nil, fmt.Errorf("cannot rename %s: the names of the tree are fixed", n.path)
+		return nil, fmt.Errorf("permission denied: cannot rename %s: the names of the tree are fixed", n.path)
 	case st.Uid != "" || st.Gid != "" || st.Muid != "":
-		return nil, fmt.Errorf("cannot change the owner of %s", n.path)
+		return nil, fmt.Errorf("permission denied: cannot change the owner of %s", n.path)
 	case st.Mode != ^uint32(0) && !chmod && st.Mode&modeBits != cur.Mode&modeBits:
-		return nil, fmt.Errorf("cannot change the mode of %s: it is %s", n.path, modeString(cur.Mode))
+		return nil, fmt.Errorf("permission denied: cannot change the mode of %s: it is %s", n.path, modeString(cur.Mode))
 	case st.Type != ^uint16(0) && st.Type != cur.Type,
 		st.Dev != ^uint32(0) && st.Dev != cur.Dev,
 		!dontTouchQid(st.Qid) && st.Qid != cur.Qid:
-		return nil, fmt.Errorf("cannot change the type, device or qid of %s", n.path)
+		return nil, fmt.Errorf("permission denied: cannot change the type, device or qid of %s", n.path)
 	}
 	touchTimes := st.Atime != ^uint32(0) || st.Mtime != ^uint32(0)
 	truncate := st.Length != ^uint64(0)
+	if touchTimes || truncate || chmod {
+		if err := need(f.who, writeRole(n.kind), "change", n); err != nil {
+			return nil, err
+		}
+	}
 	if (touchTimes || truncate) && !n.writable() {
 		if n.isDir() {
 			return nil, fmt.Errorf("permission denied: cannot change directory %s", n.path)
@@ -479,7 +591,7 @@ func (c *conn) wstat(fc *proto.TWstat) ([]byte, error) {
 		return nil, errReadOnly(n)
 	}
 	if truncate && st.Length != 0 {
-		return nil, fmt.Errorf("%s can only be truncated to length 0", n.path)
+		return nil, fmt.Errorf("invalid length: %s can only be truncated to length 0", n.path)
 	}
 	if chmod {
 		if err := c.s.chmodExec(n, st.Mode&0o777); err != nil {
@@ -489,6 +601,8 @@ func (c *conn) wstat(fc *proto.TWstat) ([]byte, error) {
 	if truncate {
 		if h, _ := f.handle(); h != nil {
 			h.truncate()
+		} else if isUpload(n.kind) && c.s.truncatePath(n.path, nil) == 0 {
+			c.s.setTrunc(n.path)
 		}
 	}
 	m := proto.RWstat{Header: proto.Header{Type: proto.Rwstat, Tag: fc.Tag}}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/knusbaum/go9p/proto"
 )
@@ -49,7 +50,7 @@ func isUpload(k kind) bool { return k == kTMeta || k == kTExec || k == kProfile 
 // returns the node it makes.
 func createNode(dir *node, name string, perm uint32) (*node, error) {
 	if perm&proto.DMDIR != 0 {
-		return nil, fmt.Errorf("cannot make directory %q in %s: it holds only files", name, dir.path)
+		return nil, fmt.Errorf("permission denied: cannot make directory %q in %s: it holds only files", name, dir.path)
 	}
 	var k kind
 	var arg string
@@ -62,11 +63,11 @@ func createNode(dir *node, name string, perm uint32) (*node, error) {
 		}
 		switch {
 		case base == "idx" && !isMeta:
-			return nil, errors.New("cannot create t/idx: it is the tool index, and no tool may be named idx")
+			return nil, errors.New("permission denied: cannot create t/idx: it is the tool index, and no tool may be named idx")
 		case base == "idx":
-			return nil, fmt.Errorf("cannot create t/%s: no tool may be named idx", name)
+			return nil, fmt.Errorf("invalid name: cannot create t/%s: no tool may be named idx", name)
 		case !validName(base):
-			return nil, fmt.Errorf("%s; cannot create %q", holds, name)
+			return nil, fmt.Errorf("invalid name %q: %s", name, holds)
 		}
 		k, arg = kTExec, base
 		if isMeta {
@@ -75,11 +76,11 @@ func createNode(dir *node, name string, perm uint32) (*node, error) {
 	case kADir:
 		base, ok := strings.CutSuffix(name, ".json")
 		if !ok || !validName(base) {
-			return nil, fmt.Errorf("a/ holds NAME.json, where NAME is %s; cannot create %q", nameRule, name)
+			return nil, fmt.Errorf("invalid name %q: a/ holds NAME.json, where NAME is %s", name, nameRule)
 		}
 		k, arg = kProfile, base
 	default:
-		return nil, fmt.Errorf("cannot create %q in %s", name, dir.path)
+		return nil, fmt.Errorf("permission denied: cannot create %q in %s", name, dir.path)
 	}
 	c := newNode(dir, k, name)
 	c.arg = arg
@@ -97,13 +98,21 @@ type upload struct {
 	n     *node
 	limit int
 	mode  atomic.Uint32 // executables: the mode they are published with
+	held  *atomic.Int64 // bytes held by its connection's uploads
 
-	mu     sync.Mutex
-	buf    []byte
-	wrote  bool   // a write succeeded: the clunk may publish
-	failed bool   // a write was refused: the clunk publishes nothing
-	sent   []byte // JSON: the document this fid last published (trimmed)
-	closed bool
+	created bool // made by a Tcreate: the file stays pending after close
+	trunc   bool // opened with OTRUNC
+
+	mu        sync.Mutex
+	buf       []byte
+	wrote     bool   // a write succeeded: the clunk may publish
+	failed    bool   // a write was refused: the clunk publishes nothing
+	sent      []byte // JSON: the document this fid last published (trimmed)
+	published bool   // this fid published something
+	closed    bool
+	scan      prefixScanner // JSON: the state after buf[:scanned]
+	scanned   int
+	gap       bool // a write left a hole: the prefix check waits for the clunk
 }
 
 var (
@@ -119,9 +128,19 @@ type committer interface {
 }
 
 // openUpload opens n for writing. Its buffer starts as the published
-// content, or empty when trunc is set or nothing is published yet.
-func (s *Server) openUpload(n *node, trunc bool) *upload {
-	u := s.newUpload(n, defaultExecMode)
+// content, or empty when trunc is set, when a truncation of the path is
+// waiting for the next open (Server.truncatePath), or when nothing is
+// published yet. An open with trunc empties the other open uploads of
+// the path too, as O_TRUNC does on Unix.
+func (s *Server) openUpload(n *node, trunc bool, held *atomic.Int64) *upload {
+	if s.takeTrunc(n.path) {
+		trunc = true
+	}
+	u := s.newUpload(n, defaultExecMode, held)
+	u.trunc = trunc
+	if trunc {
+		s.truncatePath(n.path, u)
+	}
 	b := s.b
 	var cur []byte
 	switch n.kind {
@@ -141,15 +160,15 @@ func (s *Server) openUpload(n *node, trunc bool) *upload {
 	}
 	if !trunc {
 		u.buf = slices.Clone(cur)
-		s.uploadBytes.Add(int64(len(u.buf)))
+		u.account(int64(len(u.buf)))
 	}
 	return u
 }
 
 // newUpload makes an upload with an empty buffer and registers it as
 // pending, so walks find its file before it is published.
-func (s *Server) newUpload(n *node, mode uint32) *upload {
-	u := &upload{s: s, n: n, limit: jsonLimit}
+func (s *Server) newUpload(n *node, mode uint32, held *atomic.Int64) *upload {
+	u := &upload{s: s, n: n, limit: jsonLimit, held: held}
 	u.mode.Store(mode)
 	if n.kind == kTExec {
 		u.limit = s.b.MaxExecutable()
@@ -163,6 +182,98 @@ func (s *Server) newUpload(n *node, mode uint32) *upload {
 	return u
 }
 
+// pendingTTL is how long a file created in t/ or a/ and never published
+// stays pending after its fid is closed, by default.
+const pendingTTL = time.Minute
+
+// maxPendingFiles bounds the files created and not yet published that
+// the server keeps after their fids are closed.
+const maxPendingFiles = 4096
+
+// markCreated keeps path pending for Options.PendingTTL from now, so a
+// file created by one fid (plan9port's "9p create") can be opened by the
+// next. It fails when maxPendingFiles are pending already.
+func (s *Server) markCreated(path string) error {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	now := time.Now()
+	if _, ok := s.created[path]; !ok && len(s.created) >= maxPendingFiles {
+		for p, until := range s.created {
+			if now.After(until) {
+				delete(s.created, p)
+			}
+		}
+		if len(s.created) >= maxPendingFiles {
+			return fmt.Errorf("temporarily unavailable: %d files are created and not yet written on this node, its limit; try again in a minute", len(s.created))
+		}
+	}
+	s.created[path] = now.Add(s.opt.PendingTTL)
+	return nil
+}
+
+// published forgets what was pending about path once it is published.
+func (s *Server) published(path string) {
+	s.pmu.Lock()
+	delete(s.created, path)
+	delete(s.truncs, path)
+	s.pmu.Unlock()
+}
+
+// forgetPending drops a pending file (rm of a file created and never
+// written). It reports whether there was one.
+func (s *Server) forgetPending(path string) bool {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	until, ok := s.created[path]
+	delete(s.created, path)
+	delete(s.truncs, path)
+	return ok && time.Now().Before(until) || len(s.pending[path]) > 0
+}
+
+// truncatePath empties every open upload of path but except, and
+// reports how many there were. Clients truncate on a fid other than the
+// one they write on: 9pfuse sends the Twstat of length 0, or an open
+// with OTRUNC that it closes at once, on the path's fid, before or after
+// it opens the fid it writes on.
+func (s *Server) truncatePath(path string, except *upload) int {
+	n := 0
+	for _, u := range s.pendingUploads(path) {
+		if u != except {
+			u.truncate()
+			n++
+		}
+	}
+	return n
+}
+
+// setTrunc makes the next open for writing of path, within
+// Options.PendingTTL, start empty: a truncation with no upload open yet.
+func (s *Server) setTrunc(path string) {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	now := time.Now()
+	if len(s.truncs) >= maxPendingFiles {
+		for p, until := range s.truncs {
+			if now.After(until) {
+				delete(s.truncs, p)
+			}
+		}
+		if len(s.truncs) >= maxPendingFiles {
+			return // the truncation of open uploads has been done; only the next open's is lost
+		}
+	}
+	s.truncs[path] = now.Add(s.opt.PendingTTL)
+}
+
+// takeTrunc reports and consumes a truncation waiting for path.
+func (s *Server) takeTrunc(path string) bool {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	until, ok := s.truncs[path]
+	delete(s.truncs, path)
+	return ok && time.Now().Before(until)
+}
+
 // pendingUploads are the open uploads of a path, on every connection.
 func (s *Server) pendingUploads(path string) []*upload {
 	s.pmu.Lock()
@@ -170,10 +281,39 @@ func (s *Server) pendingUploads(path string) []*upload {
 	return slices.Clone(s.pending[path])
 }
 
+// isPending reports whether path is a file of t/ or a/ being written or
+// created and not yet published: walks find it, reads see it empty.
 func (s *Server) isPending(path string) bool {
 	s.pmu.Lock()
 	defer s.pmu.Unlock()
-	return len(s.pending[path]) > 0
+	if len(s.pending[path]) > 0 {
+		return true
+	}
+	until, ok := s.created[path]
+	if ok && !time.Now().Before(until) {
+		delete(s.created, path)
+		return false
+	}
+	return ok
+}
+
+// pendingNames lists the pending files of directory dir ("t" or "a").
+func (s *Server) pendingNames(dir string) []string {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	now := time.Now()
+	var out []string
+	for p := range s.pending {
+		if d, name, _ := strings.Cut(p, "/"); d == dir {
+			out = append(out, name)
+		}
+	}
+	for p, until := range s.created {
+		if d, name, _ := strings.Cut(p, "/"); d == dir && now.Before(until) && len(s.pending[p]) == 0 {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 func (s *Server) dropPending(u *upload) {
@@ -226,11 +366,11 @@ func (s *Server) chmodExec(n *node, perm uint32) error {
 func (u *upload) limitErr() error {
 	switch u.n.kind {
 	case kTExec:
-		return fmt.Errorf("executables are limited to %d bytes", u.limit)
+		return fmt.Errorf("file too long: executables are limited to %d bytes", u.limit)
 	case kTMeta:
-		return errors.New("tool metadata is limited to 1 MiB")
+		return errors.New("file too long: tool metadata is limited to 1 MiB")
 	}
-	return errors.New("agent profiles are limited to 1 MiB")
+	return errors.New("file too long: agent profiles are limited to 1 MiB")
 }
 
 func (u *upload) read(_ *req, off uint64, count uint32) ([]byte, error) {
@@ -245,7 +385,18 @@ func (u *upload) read(_ *req, off uint64, count uint32) ([]byte, error) {
 
 var errClosed = errors.New("file is closed")
 
-func (u *upload) write(_ *req, off uint64, data []byte) (int, error) {
+// write takes a write into the buffer; a refused one is logged with its
+// cause, as the client's error may never reach a person (FUSE).
+func (u *upload) write(r *req, off uint64, data []byte) (int, error) {
+	n, err := u.take(off, data)
+	if err != nil && err != errClosed {
+		u.s.opt.Logf("9p: refused a write to %s: %v", u.n.path, err)
+	}
+	return n, err
+}
+
+// take is write without the log.
+func (u *upload) take(off uint64, data []byte) (int, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.closed {
@@ -265,29 +416,70 @@ func (u *upload) write(_ *req, off uint64, data []byte) (int, error) {
 		saved = slices.Clone(u.buf[off:min(int(off)+len(data), oldLen)])
 	}
 	end := int(off) + len(data)
+	hadGap := u.gap
 	if grow := end - len(u.buf); grow > 0 {
+		if held := u.held.Add(int64(grow)); held > u.s.opt.MaxConnUploadBytes {
+			u.held.Add(-int64(grow))
+			u.failed = true
+			return 0, fmt.Errorf("this connection already holds %d bytes of unfinished uploads, the most one may: close some before writing more", held-int64(grow))
+		}
 		if held := u.s.uploadBytes.Add(int64(grow)); held > u.s.opt.MaxUploadBytes {
 			u.s.uploadBytes.Add(-int64(grow))
+			u.held.Add(-int64(grow))
 			u.failed = true // what it leaves is not what its writer meant
 			return 0, fmt.Errorf("this node already holds %d bytes of unfinished uploads, its limit: try again when others have closed", held-int64(grow))
 		}
 		u.buf = append(u.buf, make([]byte, grow)...)
 	}
 	copy(u.buf[off:], data)
+	if int(off) > oldLen {
+		u.gap = true
+	}
+	undo := func() {
+		copy(u.buf[off:], saved)
+		u.account(-int64(len(u.buf) - oldLen))
+		u.buf = u.buf[:oldLen]
+		u.failed = true
+		u.gap = hadGap
+		u.scan, u.scanned = prefixScanner{}, 0 // scanned again at the next write
+	}
 
 	if u.n.kind != kTExec {
+		if err := u.checkPrefix(int(off)); err != nil {
+			undo()
+			return 0, fmt.Errorf("invalid JSON in %s: %v; nothing was published", u.n.path, err)
+		}
 		if doc, ok := wholeJSON(u.buf); ok && !bytes.Equal(doc, u.sent) {
 			if err := u.publishJSON(doc); err != nil {
-				copy(u.buf[off:], saved)
-				u.s.uploadBytes.Add(-int64(len(u.buf) - oldLen))
-				u.buf = u.buf[:oldLen]
-				u.failed = true
+				undo()
 				return 0, err
 			}
 		}
 	}
 	u.wrote = true
 	return len(data), nil
+}
+
+// checkPrefix checks, after a write at off, that the buffer can still
+// become one whole JSON value; mu is held. A write that continues where
+// the last check ended scans only what it added; one that rewrites what
+// was scanned starts the scan over. A buffer with a hole (zeros a later
+// write may fill) is checked only at the clunk.
+func (u *upload) checkPrefix(off int) error {
+	if u.gap {
+		return nil
+	}
+	if off < u.scanned {
+		u.scan, u.scanned = prefixScanner{}, 0
+	}
+	for i := u.scanned; i < len(u.buf); i++ {
+		if !u.scan.step(u.buf[i]) {
+			// The caller undoes the write, and the scan starts over.
+			return fmt.Errorf("byte %d (%s) cannot continue a JSON value", i+1, quoteByte(u.buf[i]))
+		}
+	}
+	u.scanned = len(u.buf)
+	return nil
 }
 
 // wholeJSON returns the buffer without surrounding white space when it
@@ -316,6 +508,8 @@ func (u *upload) publishJSON(doc []byte) error {
 	}
 	if err == nil {
 		u.sent = slices.Clone(doc)
+		u.published = true
+		u.s.published(u.n.path)
 	}
 	return err
 }
@@ -324,9 +518,17 @@ func (u *upload) truncate() {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if !u.closed {
-		u.s.uploadBytes.Add(-int64(len(u.buf)))
+		u.account(-int64(len(u.buf)))
 		u.buf = u.buf[:0]
+		u.scan, u.scanned, u.gap = prefixScanner{}, 0, false
 	}
+}
+
+// size is the length of the buffer: what a stat of this fid shows.
+func (u *upload) size() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.buf)
 }
 
 // commit publishes what was written, at Tclunk: an executable as it is,
@@ -334,6 +536,15 @@ func (u *upload) truncate() {
 // wrote nothing publishes nothing, and so does one with a refused write:
 // its writer was told, and what it leaves is not what it meant to write.
 func (u *upload) commit() error {
+	err := u.publishAtClose()
+	if err != nil {
+		u.s.opt.Logf("9p: nothing published at the close of %s: %v", u.n.path, err)
+	}
+	return err
+}
+
+// publishAtClose is commit without the log.
+func (u *upload) publishAtClose() error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.closed {
@@ -342,12 +553,17 @@ func (u *upload) commit() error {
 	u.closed = true
 	buf := u.buf
 	u.buf = nil
-	u.s.uploadBytes.Add(-int64(len(buf)))
+	u.account(-int64(len(buf)))
 	if !u.wrote || u.failed {
 		return nil
 	}
 	if u.n.kind == kTExec {
-		return u.s.b.PublishToolExec(u.n.arg, buf, u.mode.Load())
+		err := u.s.b.PublishToolExec(u.n.arg, buf, u.mode.Load())
+		if err == nil {
+			u.published = true
+			u.s.published(u.n.path)
+		}
+		return err
 	}
 	doc := bytes.TrimSpace(buf)
 	if u.sent != nil && bytes.Equal(doc, u.sent) {
@@ -355,18 +571,39 @@ func (u *upload) commit() error {
 	}
 	switch err := jsonComplete(doc); {
 	case len(doc) == 0 || err == errIncomplete:
-		return fmt.Errorf("%s: incomplete JSON: nothing was published", u.n.path)
+		return fmt.Errorf("invalid JSON in %s: it is incomplete; nothing was published", u.n.path)
 	case err != nil:
-		return fmt.Errorf("%s is not valid JSON (%v): nothing was published", u.n.path, err)
+		return fmt.Errorf("invalid JSON in %s: %v; nothing was published", u.n.path, err)
 	}
 	return u.publishJSON(doc)
 }
 
+// close drops the buffer. A created file that published nothing stays
+// pending for Options.PendingTTL; an open with OTRUNC that wrote nothing
+// and had no other upload of its path to empty leaves its truncation to
+// the next open for writing (9pfuse truncates on a fid it closes at once).
 func (u *upload) close() {
 	u.mu.Lock()
 	u.closed = true
-	u.s.uploadBytes.Add(-int64(len(u.buf)))
+	u.account(-int64(len(u.buf)))
 	u.buf = nil
+	published, wrote := u.published, u.wrote
 	u.mu.Unlock()
 	u.s.dropPending(u)
+	if published {
+		return
+	}
+	if u.created {
+		u.s.markCreated(u.n.path) // refreshes; never over the limit, the path is known
+	}
+	if u.trunc && !wrote && len(u.s.pendingUploads(u.n.path)) == 0 {
+		u.s.setTrunc(u.n.path)
+	}
+}
+
+// account adds delta to the bytes held by unfinished uploads, on the
+// server and on the upload's connection.
+func (u *upload) account(delta int64) {
+	u.s.uploadBytes.Add(delta)
+	u.held.Add(delta)
 }

@@ -6,7 +6,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"9fans.net/go/plan9"
 	"9fans.net/go/plan9/client"
@@ -85,9 +87,7 @@ func TestPublish_InvalidMetaRefusedOnWrite(t *testing.T) {
 		t.Fatalf("clunk after a refused write: %v", err)
 	}
 	wantLog(t, b)
-	if _, err := fs.Stat("t/bad.meta"); err == nil {
-		t.Fatal("t/bad.meta exists after a refused write")
-	}
+	wantUnpublished(t, fs, "t/bad.meta")
 
 	// The same on an existing tool: its metadata stays.
 	fid, err = fs.Open("t/echo.meta", plan9.OWRITE|plan9.OTRUNC)
@@ -124,18 +124,18 @@ func TestPublish_IncompleteJSONAtClunk(t *testing.T) {
 	fid := create(t, fs, "t/half.meta", 0o644)
 	write(t, fid, `{"description":"half`)
 	err := fid.Close()
-	wantErr(t, err, "t/half.meta: incomplete JSON: nothing was published")
+	wantErr(t, err, "invalid JSON in t/half.meta: it is incomplete; nothing was published")
 	wantLog(t, b)
-	if _, err := fs.Stat("t/half.meta"); err == nil {
-		t.Fatal("t/half.meta exists after an incomplete upload")
-	}
+	wantUnpublished(t, fs, "t/half.meta")
 
 	// Not JSON at all: an error at clunk that says so.
 	fid = create(t, fs, "a/broken.json", 0o644)
-	write(t, fid, `{"autoLoad": nope}`)
-	err = fid.Close()
-	wantErr(t, err, "a/broken.json is not valid JSON")
+	_, err = fid.Write([]byte(`{"autoLoad": nope}`))
+	wantErr(t, err, "invalid JSON in a/broken.json: byte 15 ('o') cannot continue a JSON value")
 	wantErr(t, err, "nothing was published")
+	if err := fid.Close(); err != nil {
+		t.Fatalf("clunk after a refused write: %v", err)
+	}
 	wantLog(t, b)
 
 	// The fid is clunked anyway: it can be used again for a new walk.
@@ -257,9 +257,7 @@ func TestPublish_ExecutableLimit(t *testing.T) {
 	b.maxExe = 50
 	b.mu.Unlock()
 	wantErr(t, fid.Close(), "executables are limited to 50 bytes")
-	if _, err := fs.Stat("t/big2"); err == nil {
-		t.Fatal("t/big2 exists after a refused publish")
-	}
+	wantUnpublished(t, fs, "t/big2")
 
 	// Metadata is limited to 1 MiB.
 	fid = create(t, fs, "t/huge.meta", 0o644)
@@ -273,9 +271,10 @@ func TestPublish_ExecutableMode(t *testing.T) {
 	_, addr := startServer(t, b, Options{})
 	fs := mount(t, addr)
 
+	// Whatever the perm of the create, t/NAME is published 0755.
 	fid := create(t, fs, "t/tool1", 0o750)
 	// While it is being written, stat shows the mode it will have.
-	if d, err := fs.Stat("t/tool1"); err != nil || d.Mode != 0o750 {
+	if d, err := fs.Stat("t/tool1"); err != nil || d.Mode != 0o755 {
 		t.Fatalf("stat during upload: %v, %v", d, err)
 	}
 	write(t, fid, "#!/bin/sh\necho hi\n")
@@ -283,8 +282,8 @@ func TestPublish_ExecutableMode(t *testing.T) {
 	if err := fid.Close(); err != nil {
 		t.Fatal(err)
 	}
-	wantLog(t, b, `exec tool1 0750 "#!/bin/sh\necho hi\n"`)
-	if d, err := fs.Stat("t/tool1"); err != nil || d.Mode != 0o750 || d.Length != 0 {
+	wantLog(t, b, `exec tool1 0755 "#!/bin/sh\necho hi\n"`)
+	if d, err := fs.Stat("t/tool1"); err != nil || d.Mode != 0o755 || d.Length != 18 {
 		t.Fatalf("stat t/tool1: %v, %v", d, err)
 	}
 	names := dirNames(t, fs, "t")
@@ -292,21 +291,22 @@ func TestPublish_ExecutableMode(t *testing.T) {
 		t.Fatalf("ls t = %v: want tool1 and no tool1.meta (its metadata is not published)", names)
 	}
 
-	// No execute bit: published as asked.
+	// Created without an execute bit (cp of a script that has none):
+	// published 0755 all the same.
 	fid = create(t, fs, "t/plain", 0o644)
 	write(t, fid, "data\n")
 	if err := fid.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// chmod +x publishes it again with the new mode; FUSE sends S_IFREG.
+	// chmod publishes it again with the new mode; FUSE sends S_IFREG.
 	d := new(plan9.Dir)
 	d.Null()
-	d.Mode = 0o100755
+	d.Mode = 0o100700
 	if err := fs.Wstat("t/plain", d); err != nil {
 		t.Fatal(err)
 	}
-	wantLog(t, b, `exec tool1 0750 "#!/bin/sh\necho hi\n"`, `exec plain 0644 "data\n"`, `exec plain 0755 "data\n"`)
-	if st, _ := fs.Stat("t/plain"); st == nil || st.Mode != 0o755 {
+	wantLog(t, b, `exec tool1 0755 "#!/bin/sh\necho hi\n"`, `exec plain 0755 "data\n"`, `exec plain 0700 "data\n"`)
+	if st, _ := fs.Stat("t/plain"); st == nil || st.Mode != 0o700 {
 		t.Fatalf("mode after chmod: %v", st)
 	}
 	// The same mode again publishes nothing.
@@ -321,14 +321,14 @@ func TestPublish_ExecutableMode(t *testing.T) {
 	// fchmod), then close: published once, with the new mode.
 	fid = create(t, fs, "t/inst", 0o600)
 	write(t, fid, "x\n")
-	d.Mode = 0o755
+	d.Mode = 0o750
 	if err := fs.Wstat("t/inst", d); err != nil {
 		t.Fatalf("chmod during upload: %v", err)
 	}
 	if err := fid.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if got := b.published(); got[len(got)-1] != `exec inst 0755 "x\n"` || len(got) != 4 {
+	if got := b.published(); got[len(got)-1] != `exec inst 0750 "x\n"` || len(got) != 4 {
 		t.Fatalf("published %q", got)
 	}
 
@@ -385,14 +385,18 @@ func TestPublish_Remove(t *testing.T) {
 		t.Fatalf("fid alive after Tremove: %v", rx)
 	}
 
-	// A remove of a fid open for writing drops its upload.
+	// A remove of a fid open for writing drops its upload, and of a
+	// file created and never published, the pending file (9pfuse
+	// removes what it created when a later step fails).
 	fid := create(t, fs, "t/gone", 0o755)
 	write(t, fid, "x")
-	err := fid.Remove()
-	wantErr(t, err, `tool "gone" has no published executable`)
+	if err := fid.Remove(); err != nil {
+		t.Fatalf("remove of a pending file: %v", err)
+	}
 	if _, err := fs.Stat("t/gone"); err == nil {
 		t.Fatal("t/gone exists after the remove of its upload")
 	}
+	wantLog(t, b, "rmexec echo", "withdraw echo", "withdraw profile coder", "withdraw fail")
 }
 
 // FUSE's setattr(size=0) before an open, and OTRUNC.
@@ -404,7 +408,7 @@ func TestPublish_Truncate(t *testing.T) {
 	zero.Null()
 	zero.Length = 0
 
-	// On a fid that is not open it is accepted and does nothing.
+	// On a fid that is not open it is accepted and publishes nothing.
 	for _, p := range []string{"t/echo.meta", "t/echo", "a/coder.json"} {
 		if err := fs.Wstat(p, zero); err != nil {
 			t.Fatalf("truncate %s: %v", p, err)
@@ -509,6 +513,10 @@ func TestPublish_Profile(t *testing.T) {
 	_, err := fid.Write([]byte(`{"autoLoad":"echo"}`))
 	wantErr(t, err, "profile bad is invalid")
 	fid.Close()
+	wantUnpublished(t, fs, "a/bad.json")
+	if err := fs.Remove("a/bad.json"); err != nil {
+		t.Fatalf("rm of a pending profile: %v", err)
+	}
 	if err := fs.Remove("a/reviewer.json"); err != nil {
 		t.Fatal(err)
 	}
@@ -530,19 +538,18 @@ func TestPublish_CreateRefused(t *testing.T) {
 		err  string
 	}{
 		{"t/foo bar", 0o755, plan9.OWRITE, `t/ holds NAME.meta and NAME, where NAME is a letter or digit`},
-		{"t/.hidden", 0o755, plan9.OWRITE, `cannot create ".hidden"`},
-		{"t/-x.meta", 0o644, plan9.OWRITE, `cannot create "-x.meta"`},
-		{"t/.meta", 0o644, plan9.OWRITE, `cannot create ".meta"`},
-		{"t/" + strings.Repeat("a", 129), 0o755, plan9.OWRITE, "cannot create"},
-		{"t/idx", 0o644, plan9.OWRITE, "cannot create t/idx: it is the tool index"},
-		{"t/idx.meta", 0o644, plan9.OWRITE, "no tool may be named idx"},
-		{"t/dir", plan9.DMDIR | 0o755, plan9.OREAD, `cannot make directory "dir" in t`},
-		{"t/x.meta", 0o644, plan9.OREAD, "create t/x.meta open for writing"},
-		{"t/x.meta", 0o644, plan9.OWRITE | plan9.ORCLOSE, "cannot be opened with ORCLOSE"},
+		{"t/.hidden", 0o755, plan9.OWRITE, `invalid name ".hidden"`},
+		{"t/-x.meta", 0o644, plan9.OWRITE, `invalid name "-x.meta"`},
+		{"t/.meta", 0o644, plan9.OWRITE, `invalid name ".meta"`},
+		{"t/" + strings.Repeat("a", 129), 0o755, plan9.OWRITE, "invalid name"},
+		{"t/idx", 0o644, plan9.OWRITE, "permission denied: cannot create t/idx: it is the tool index"},
+		{"t/idx.meta", 0o644, plan9.OWRITE, "invalid name: cannot create t/idx.meta: no tool may be named idx"},
+		{"t/dir", plan9.DMDIR | 0o755, plan9.OREAD, `permission denied: cannot make directory "dir" in t`},
+		{"t/x.meta", 0o644, plan9.OWRITE | plan9.ORCLOSE, "invalid open mode: t/x.meta cannot be removed on close"},
 		{"a/foo.txt", 0o644, plan9.OWRITE, `a/ holds NAME.json, where NAME is a letter or digit`},
-		{"a/.json", 0o644, plan9.OWRITE, `cannot create ".json"`},
-		{"a/x y.json", 0o644, plan9.OWRITE, `cannot create "x y.json"`},
-		{"cluster/x", 0o644, plan9.OWRITE, "cannot create \"x\" in cluster: the files of the tree are fixed"},
+		{"a/.json", 0o644, plan9.OWRITE, `invalid name ".json"`},
+		{"a/x y.json", 0o644, plan9.OWRITE, `invalid name "x y.json"`},
+		{"cluster/x", 0o644, plan9.OWRITE, "permission denied: cannot create \"x\" in cluster: the files of the tree are fixed"},
 		{"node/x", 0o644, plan9.OWRITE, "node is not a directory"},
 	}
 	for _, tt := range tests {
@@ -582,7 +589,7 @@ func TestPublish_CreateRefused(t *testing.T) {
 // unopened fid, writes, Tclunk.
 func TestPublish_RawCreateSequence(t *testing.T) {
 	b := newFake()
-	_, addr := startServer(t, b, Options{})
+	s, addr := startServer(t, b, Options{PendingTTL: 200 * time.Millisecond})
 	r := dialRaw(t, addr)
 	r.handshake()
 	rx := r.rpc(&plan9.Fcall{Type: plan9.Twalk, Tag: 1, Fid: 0, Newfid: 1, Wname: []string{"t"}})
@@ -625,23 +632,33 @@ func TestPublish_RawCreateSequence(t *testing.T) {
 		t.Fatalf("read: %v", rx)
 	}
 
-	// A created file that is clunked unwritten is gone again.
+	// A created file that is clunked unwritten stays pending (its
+	// close is no error), then is dropped once PendingTTL has passed.
 	r.rpc(&plan9.Fcall{Type: plan9.Twalk, Tag: 1, Fid: 0, Newfid: 3, Wname: []string{"a"}})
 	if rx = r.rpc(&plan9.Fcall{Type: plan9.Tcreate, Tag: 1, Fid: 3, Name: "p.json", Perm: 0o644, Mode: plan9.OWRITE}); rx.Type != plan9.Rcreate {
 		t.Fatalf("create: %v", rx)
 	}
-	r.rpc(&plan9.Fcall{Type: plan9.Tclunk, Tag: 1, Fid: 3})
+	if rx = r.rpc(&plan9.Fcall{Type: plan9.Tclunk, Tag: 1, Fid: 3}); rx.Type != plan9.Rclunk {
+		t.Fatalf("clunk of an empty created file: %v", rx)
+	}
+	rx = r.rpc(&plan9.Fcall{Type: plan9.Twalk, Tag: 1, Fid: 0, Newfid: 4, Wname: []string{"a", "p.json"}})
+	if rx.Type != plan9.Rwalk || len(rx.Wqid) != 2 {
+		t.Fatalf("a/p.json is not pending after its create: %v", rx)
+	}
+	r.rpc(&plan9.Fcall{Type: plan9.Tclunk, Tag: 1, Fid: 4})
+	waitFor(t, "a/p.json to be dropped", func() bool { return !s.isPending("a/p.json") })
 	rx = r.rpc(&plan9.Fcall{Type: plan9.Twalk, Tag: 1, Fid: 0, Newfid: 4, Wname: []string{"a", "p.json"}})
 	if rx.Type == plan9.Rwalk && len(rx.Wqid) == 2 {
-		t.Fatal("a/p.json exists after a create without writes")
+		t.Fatalf("a/p.json after PendingTTL: %v", rx)
 	}
+	wantLog(t, b, `exec tool 0755 "#!/bin/sh\necho ok\n"`)
 }
 
 // A connection that ends before its clunk publishes nothing; its pending
 // file is forgotten.
 func TestPublish_ConnectionEndsBeforeClunk(t *testing.T) {
 	b := newFake()
-	s, addr := startServer(t, b, Options{})
+	s, addr := startServer(t, b, Options{PendingTTL: 200 * time.Millisecond})
 	r := dialRaw(t, addr)
 	r.handshake()
 	r.rpc(&plan9.Fcall{Type: plan9.Twalk, Tag: 1, Fid: 0, Newfid: 1, Wname: []string{"t"}})
@@ -654,9 +671,8 @@ func TestPublish_ConnectionEndsBeforeClunk(t *testing.T) {
 	r.nc.Close()
 	waitFor(t, "the connection's handles to be released", func() bool { return s.handles.Load() == 0 })
 	wantLog(t, b)
-	if s.isPending("t/lost") {
-		t.Fatal("t/lost still pending")
-	}
+	waitFor(t, "t/lost to be dropped", func() bool { return !s.isPending("t/lost") })
+	wantLog(t, b)
 }
 
 // Writers of one file on many connections at once: each clunk publishes
@@ -724,4 +740,111 @@ func TestPublish_UploadMemoryBounded(t *testing.T) {
 		t.Fatalf("after the other upload closed: %v", err)
 	}
 	b.Close()
+}
+
+// wantUnpublished checks that path has no published content: it does
+// not exist, or it is a pending file, empty.
+func wantUnpublished(t testing.TB, fs *client.Fsys, path string) {
+	t.Helper()
+	d, err := fs.Stat(path)
+	if err != nil {
+		return
+	}
+	if d.Length != 0 {
+		t.Fatalf("%s has length %d; want nothing published", path, d.Length)
+	}
+	if got := readFile(t, fs, path); got != "" {
+		t.Fatalf("%s = %q; want nothing published", path, got)
+	}
+}
+
+// Files created and never written are bounded: past maxPendingFiles a
+// create fails with a text 9pfuse maps to EAGAIN, and works again once
+// one is removed (the control: the same create, with the table no
+// longer full).
+func TestPublish_PendingFilesBounded(t *testing.T) {
+	b := newFake()
+	_, addr := startServer(t, b, Options{PendingTTL: time.Hour})
+	r := dialRaw(t, addr)
+	r.handshake()
+	create := func(name string) *plan9.Fcall {
+		r.rpcOK(&plan9.Fcall{Type: plan9.Twalk, Tag: 1, Fid: 0, Newfid: 1, Wname: []string{"t"}}, plan9.Rwalk)
+		rx := r.rpc(&plan9.Fcall{Type: plan9.Tcreate, Tag: 1, Fid: 1, Name: name, Perm: 0o666, Mode: plan9.OREAD})
+		r.rpc(&plan9.Fcall{Type: plan9.Tclunk, Tag: 1, Fid: 1})
+		return rx
+	}
+	for i := range maxPendingFiles {
+		if rx := create(fmt.Sprintf("p%d.meta", i)); rx.Type != plan9.Rcreate {
+			t.Fatalf("create %d: %v", i, rx)
+		}
+	}
+	rx := create("one-more.meta")
+	if rx.Type != plan9.Rerror || !strings.Contains(rx.Ename, "temporarily unavailable") || fuseErrno(rx.Ename) != syscall.EAGAIN {
+		t.Fatalf("create past the limit: %v", rx)
+	}
+	// Creating a pending name again is not a new file.
+	if rx := create("p0.meta"); rx.Type != plan9.Rcreate {
+		t.Fatalf("create of a pending name: %v", rx)
+	}
+	r.rpcOK(&plan9.Fcall{Type: plan9.Twalk, Tag: 1, Fid: 0, Newfid: 2, Wname: []string{"t", "p1.meta"}}, plan9.Rwalk)
+	r.rpcOK(&plan9.Fcall{Type: plan9.Tremove, Tag: 1, Fid: 2}, plan9.Rremove)
+	if rx := create("one-more.meta"); rx.Type != plan9.Rcreate {
+		t.Fatalf("create after a remove: %v", rx)
+	}
+	wantLog(t, b)
+}
+
+// The JSON check follows writes in pieces, rewrites and holes: a valid
+// document written in any order is accepted, and a write that makes the
+// text invalid is refused at once, changing nothing.
+func TestPublish_JSONPrefixCheck(t *testing.T) {
+	b := newFake()
+	var logMu sync.Mutex
+	var logged []string
+	logf := func(format string, args ...any) {
+		logMu.Lock()
+		logged = append(logged, fmt.Sprintf(format, args...))
+		logMu.Unlock()
+	}
+	_, addr := startServer(t, b, Options{Logf: logf})
+	fs := mount(t, addr)
+
+	fid := create(t, fs, "t/p.meta", 0o644)
+	for _, w := range []struct {
+		off  int64
+		data string
+		ok   bool
+	}{
+		{0, `{"descr`, true},
+		{7, `iption":`, true},
+		{15, `x`, false},   // not a value
+		{15, ` "ok`, true}, // the refused write left nothing
+		{0, `[`, false},    // a rewrite of the start that breaks the object
+		{0, `{`, true},     // one that keeps it
+	} {
+		_, err := fid.WriteAt([]byte(w.data), w.off)
+		if (err == nil) != w.ok {
+			t.Fatalf("write %q at %d: %v", w.data, w.off, err)
+		}
+		if err != nil {
+			wantErr(t, err, "invalid JSON in t/p.meta")
+		}
+	}
+	// A hole: the end written first, then the middle.
+	if _, err := fid.WriteAt([]byte(`"}`), 21); err != nil {
+		t.Fatalf("write past the end: %v", err)
+	}
+	if _, err := fid.WriteAt([]byte(`!!`), 19); err != nil {
+		t.Fatalf("write into the hole: %v", err)
+	}
+	if err := fid.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wantLog(t, b, `meta p {"description": "ok!!"}`)
+	// Each refusal left a log line naming the file and the cause.
+	logMu.Lock()
+	defer logMu.Unlock()
+	if len(logged) != 2 || !strings.Contains(logged[0], "refused a write to t/p.meta: invalid JSON in t/p.meta: byte 16 ('x')") {
+		t.Fatalf("log = %q", logged)
+	}
 }

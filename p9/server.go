@@ -34,9 +34,30 @@ type Options struct {
 	// a/ may hold together (default 256 MiB); a write past it fails, and
 	// its writer is told to try again.
 	MaxUploadBytes int64
+	// Observe, when set, hears of every request served: its message type
+	// ("walk", "read", …) and its error, nil for a success.
+	Observe func(op string, err error)
 	// EventWait is how long a read of events waits for an event before
 	// it returns 0 bytes (default 5s).
 	EventWait time.Duration
+	// PendingTTL is how long a file created in t/ or a/ stays pending
+	// (walks find it, reads see it empty) once no fid has it open, if
+	// nothing valid was published to it; also how long a truncation on
+	// a fid waits for the next open for writing (default 1 minute).
+	PendingTTL time.Duration
+
+	// Attach decides who an attach is from its attach name (a token, or
+	// "" for none) and the client's address (DESIGN §7). An error or
+	// RoleNone refuses the attach with "permission denied". Nil: every
+	// client is admin, as anon@ADDR.
+	Attach func(aname string, remote net.Addr) (Principal, error)
+	// MaxFids is how many fids one connection may hold (default 4096); an
+	// attach or walk past it fails with "too many fids".
+	MaxFids int
+	// MaxConnUploadBytes bounds what the unfinished uploads of one
+	// connection may hold (default the Backend's MaxExecutable plus 2
+	// MiB), so one client cannot take all of MaxUploadBytes.
+	MaxConnUploadBytes int64
 }
 
 // Server serves the tree of a Backend over 9P2000. It owns its listeners'
@@ -61,8 +82,13 @@ type Server struct {
 
 	// pending holds the uploads open for writing, by tree path, on every
 	// connection: a file created and not yet published can be walked to.
+	// created holds, by path, until when a file created and never
+	// published stays pending after its fids are closed; truncs until
+	// when a truncation waits for the next open for writing.
 	pmu     sync.Mutex
 	pending map[string][]*upload
+	created map[string]time.Time
+	truncs  map[string]time.Time
 }
 
 // NewServer returns a server for b. It serves nothing until Serve or
@@ -92,6 +118,19 @@ func NewServer(b Backend, opt Options) *Server {
 	if opt.EventWait <= 0 {
 		opt.EventWait = 5 * time.Second
 	}
+	if opt.PendingTTL <= 0 {
+		opt.PendingTTL = pendingTTL
+	}
+	if opt.MaxFids <= 0 {
+		opt.MaxFids = 4096
+	}
+	if opt.MaxConnUploadBytes <= 0 {
+		exe := b.MaxExecutable()
+		if exe <= 0 {
+			exe = defaultMaxExecutable
+		}
+		opt.MaxConnUploadBytes = int64(exe) + 2*jsonLimit
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{
 		b:         b,
@@ -102,6 +141,8 @@ func NewServer(b Backend, opt Options) *Server {
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*conn]struct{}),
 		pending:   make(map[string][]*upload),
+		created:   make(map[string]time.Time),
+		truncs:    make(map[string]time.Time),
 	}
 }
 
@@ -213,4 +254,11 @@ func (s *Server) dropConn(c *conn) {
 	delete(s.conns, c)
 	s.mu.Unlock()
 	s.wg.Done()
+}
+
+// Conns is the number of connections served now.
+func (s *Server) Conns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
 }

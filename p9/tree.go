@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/knusbaum/go9p/proto"
 )
@@ -23,6 +24,7 @@ const (
 	kSession         // session/S/
 	kAgentDir        // session/S/agent/
 	kAgent           // session/S/agent/A/
+	kTokenDir        // token/
 
 	kTIdx       // t/idx
 	kTMeta      // t/NAME.meta
@@ -43,6 +45,9 @@ const (
 	kRev        // session/S/agent/A/toolsrv.rev
 	kPreamble   // session/S/agent/A/preamble
 	kCall       // session/S/agent/A/call
+	kTokenNew   // token/new
+	kTokenIdx   // token/idx
+	kTokenCtl   // token/ctl
 	nKinds
 )
 
@@ -58,6 +63,8 @@ var perms = [nKinds]uint32{
 	kWhere: 0o666, kSessNew: 0o666, kSessIdx: 0o444, kSessCtl: 0o222,
 	kAgentNew: 0o666, kAgentTools: 0o666, kAgentCtl: 0o666,
 	kLoaded: 0o444, kRev: 0o444, kPreamble: 0o444, kCall: 0o666,
+
+	kTokenDir: 0o555, kTokenNew: 0o666, kTokenIdx: 0o444, kTokenCtl: 0o222,
 }
 
 // node is one file or directory of the tree. Nodes are immutable and may be
@@ -129,10 +136,15 @@ var (
 	whereNode      = newNode(clusterDirNode, kWhere, "where")
 	sessNewNode    = newNode(sessionDirNode, kSessNew, "new")
 	sessIdxNode    = newNode(sessionDirNode, kSessIdx, "idx")
+	tokenDirNode   = newNode(rootNode, kTokenDir, "token")
+	tokenNewNode   = newNode(tokenDirNode, kTokenNew, "new")
+	tokenIdxNode   = newNode(tokenDirNode, kTokenIdx, "idx")
+	tokenCtlNode   = newNode(tokenDirNode, kTokenCtl, "ctl")
 
 	// rootChildren and the other fixed lists are sorted by name.
-	rootChildren    = []*node{aDirNode, clusterDirNode, eventsNode, nodeNode, sessionDirNode, tDirNode, toolsNode}
+	rootChildren    = []*node{aDirNode, clusterDirNode, eventsNode, nodeNode, sessionDirNode, tDirNode, tokenDirNode, toolsNode}
 	clusterChildren = []*node{membersNode, whereNode}
+	tokenChildren   = []*node{tokenCtlNode, tokenIdxNode, tokenNewNode}
 )
 
 // agentFiles are the files of session/S/agent/A, sorted by name.
@@ -144,8 +156,16 @@ var agentFiles = []struct {
 	{"tools", kAgentTools}, {"toolsrv.loaded", kLoaded}, {"toolsrv.rev", kRev},
 }
 
-// walkErr is a walk that found nothing: its text names what is missing.
-func walkErr(format string, args ...any) error { return fmt.Errorf(format, args...) }
+// errNotExist is the error of a walk that finds nothing, exactly as
+// Plan 9 says it: plan9port's 9pfuse maps any text containing "exist"
+// (after "exists") to ENOENT, the Linux kernel maps this exact string,
+// so a client goes on to create the file. The client named what it
+// walked to; what is missing is that name.
+var errNotExist = errors.New("file does not exist")
+
+// walkErr is a walk that found nothing. Its text, naming what is
+// missing, is for the reader of the code: the 9P error is errNotExist.
+func walkErr(format string, args ...any) error { return errNotExist }
 
 // sessionErr turns a Backend error about a session into a 9P error text.
 func sessionErr(sess string, err error) error {
@@ -178,7 +198,7 @@ func walk1(s *Server, n *node, name string) (*node, error) {
 		return nil, fmt.Errorf("%s is not a directory", n.path)
 	}
 	if name == "" || name == "." || strings.ContainsRune(name, '/') {
-		return nil, walkErr("%q is not a file name", name)
+		return nil, fmt.Errorf("invalid file name %q", name)
 	}
 	switch n.kind {
 	case kRoot:
@@ -189,6 +209,12 @@ func walk1(s *Server, n *node, name string) (*node, error) {
 		}
 	case kClusterDir:
 		for _, c := range clusterChildren {
+			if c.name == name {
+				return c, nil
+			}
+		}
+	case kTokenDir:
+		for _, c := range tokenChildren {
 			if c.name == name {
 				return c, nil
 			}
@@ -232,7 +258,10 @@ func walk1(s *Server, n *node, name string) (*node, error) {
 			return sessIdxNode, nil
 		}
 		c, _, err := lookupSession(b, name)
-		return c, err
+		if err != nil {
+			return nil, walkErr("session %q does not exist: %v", name, err)
+		}
+		return c, nil
 	case kSession:
 		switch name {
 		case "ctl":
@@ -246,7 +275,7 @@ func walk1(s *Server, n *node, name string) (*node, error) {
 		}
 		agents, err := b.Agents(n.sess)
 		if err != nil {
-			return nil, sessionErr(n.sess, err)
+			return nil, walkErr("session %q does not exist: %v", n.sess, err)
 		}
 		if !slices.Contains(agents, name) {
 			return nil, walkErr("agent %q does not exist in session %q", name, n.sess)
@@ -264,14 +293,18 @@ func walk1(s *Server, n *node, name string) (*node, error) {
 	return nil, walkErr("no file %q in %s", name, n.path)
 }
 
-// children lists directory n, sorted by name.
-func children(b Backend, n *node) ([]*node, error) {
+// children lists directory n, sorted by name. t/ and a/ list the files
+// created and not yet published too.
+func (s *Server) children(n *node) ([]*node, error) {
+	b := s.b
 	var out []*node
 	switch n.kind {
 	case kRoot:
 		return rootChildren, nil
 	case kClusterDir:
 		return clusterChildren, nil
+	case kTokenDir:
+		return tokenChildren, nil
 	case kTDir:
 		out = append(out, tIdxNode)
 		for _, name := range b.ToolNames() {
@@ -286,10 +319,24 @@ func children(b Backend, n *node) ([]*node, error) {
 				out = append(out, c)
 			}
 		}
+		for _, name := range s.pendingNames("t") {
+			k, arg := kTExec, name
+			if base, ok := strings.CutSuffix(name, ".meta"); ok {
+				k, arg = kTMeta, base
+			}
+			c := newNode(n, k, name)
+			c.arg = arg
+			out = append(out, c)
+		}
 	case kADir:
 		for _, name := range b.ProfileNames() {
 			c := newNode(n, kProfile, name+".json")
 			c.arg = name
+			out = append(out, c)
+		}
+		for _, name := range s.pendingNames("a") {
+			c := newNode(n, kProfile, name)
+			c.arg = strings.TrimSuffix(name, ".json")
 			out = append(out, c)
 		}
 	case kSessionDir:
@@ -335,20 +382,88 @@ func children(b Backend, n *node) ([]*node, error) {
 	return out, nil
 }
 
-// stat is the directory entry of n.
+// stat is the directory entry of n. Files of t/ and a/ show the length
+// a read returns now and the time their version was published; t/idx
+// the newest of its tools'. Other files show length 0 (streams and
+// answers have no length until they are read) and the server's start.
 func (s *Server) stat(n *node) proto.Stat {
 	mode := n.mode()
 	if n.kind == kTExec {
 		mode = s.execMode(n)
 	}
+	length, mtime := s.content(n)
 	return proto.Stat{
-		Qid:   n.qid,
-		Mode:  mode,
-		Atime: s.mtime,
-		Mtime: s.mtime,
-		Name:  n.name,
-		Uid:   s.opt.Owner,
-		Gid:   s.opt.Owner,
-		Muid:  s.opt.Owner,
+		Qid:    n.qid,
+		Mode:   mode,
+		Atime:  mtime,
+		Mtime:  mtime,
+		Length: length,
+		Name:   n.name,
+		Uid:    s.opt.Owner,
+		Gid:    s.opt.Owner,
+		Muid:   s.opt.Owner,
 	}
+}
+
+// statContent turns off content (lengths 0, the server's start as
+// mtime) when false: the benchmarks' baseline, the stat of old.
+var statContent = true
+
+// content is the length and mtime of n as stat shows them. A pending
+// file not yet published is empty.
+func (s *Server) content(n *node) (uint64, uint32) {
+	if !statContent {
+		return 0, s.mtime
+	}
+	b := s.b
+	var size int
+	var when time.Time
+	switch n.kind {
+	case kTIdx:
+		for _, e := range b.ToolIndex() {
+			size += len(e.Name) + len(e.Description) + 2 // indexText's line; oneLine keeps lengths
+			if t := b.ToolTime(e.Name); t.After(when) {
+				when = t
+			}
+		}
+	case kTMeta:
+		if m, ok := b.ToolMeta(n.arg); ok {
+			size, when = textLen(m), b.ToolTime(n.arg)
+		}
+	case kTExec:
+		if e, ok := b.ToolExecutable(n.arg); ok {
+			size, when = len(e), b.ToolTime(n.arg)
+		}
+	case kProfile:
+		if p, ok := b.Profile(n.arg); ok {
+			size, when = textLen(p), b.ProfileTime(n.arg)
+		}
+	}
+	mtime := s.mtime
+	if !when.IsZero() {
+		mtime = uint32(when.Unix())
+	}
+	return uint64(size), mtime
+}
+
+// isPublished reports whether the Backend has the file n of t/ or a/.
+func (s *Server) isPublished(n *node) bool {
+	var ok bool
+	switch n.kind {
+	case kTMeta:
+		_, ok = s.b.ToolMeta(n.arg)
+	case kTExec:
+		_, ok = s.b.ToolExecutable(n.arg)
+	case kProfile:
+		_, ok = s.b.Profile(n.arg)
+	}
+	return ok
+}
+
+// textLen is len(withNewline(b)), without the copy.
+func textLen(b []byte) int {
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		return len(b) + 1
+	}
+	return len(b)
 }

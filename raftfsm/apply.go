@@ -156,7 +156,7 @@ func applyPublishProfiles(st *state, index uint64, body []byte, ev *[]Event) any
 		origin = OriginDir
 	}
 	for _, p := range c.Profiles {
-		st.Profiles[p.Name] = &Profile{Name: p.Name, Data: p.Data, AutoLoad: p.AutoLoad, Owner: c.Owner, Origin: origin, Index: index}
+		st.Profiles[p.Name] = &Profile{Name: p.Name, Data: p.Data, AutoLoad: p.AutoLoad, Owner: c.Owner, Origin: origin, Index: index, Time: c.Time}
 	}
 	return Result{}
 }

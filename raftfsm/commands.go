@@ -24,6 +24,8 @@ const (
 	CmdPutToolMeta
 	CmdPutToolExec
 	CmdDropToolExec
+	CmdPutToken    // tokens.go
+	CmdRevokeToken // tokens.go
 )
 
 // Origins of a publication: a node's watched directory, or a write into
@@ -48,6 +50,8 @@ var commandNames = map[CommandType]string{
 	CmdPutToolMeta:      "put-tool-meta",
 	CmdPutToolExec:      "put-tool-exec",
 	CmdDropToolExec:     "drop-tool-exec",
+	CmdPutToken:         "put-token",
+	CmdRevokeToken:      "revoke-token",
 }
 
 func (t CommandType) String() string {
@@ -131,6 +135,7 @@ type PublishProfiles struct {
 	Owner    string        `json:"owner"`
 	Origin   string        `json:"origin,omitempty"` // OriginDir when empty
 	Profiles []ProfileSpec `json:"profiles"`
+	Time     int64         `json:"time,omitempty"` // unix nanoseconds, stamped by the proposer
 }
 
 // WithdrawProfiles removes profiles; Owner as in WithdrawTools.

@@ -70,6 +70,8 @@ var applyTable = map[CommandType]applyFunc{
 	CmdPutToolMeta:      applyPutToolMeta,
 	CmdPutToolExec:      applyPutToolExec,
 	CmdDropToolExec:     applyDropToolExec,
+	CmdPutToken:         applyPutToken,
+	CmdRevokeToken:      applyRevokeToken,
 }
 
 // Apply applies one committed log entry. It panics on an entry it cannot

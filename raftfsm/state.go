@@ -56,6 +56,9 @@ type Profile struct {
 	Owner    string   `json:"owner"`
 	Origin   string   `json:"origin,omitempty"`
 	Index    uint64   `json:"index"`
+	// Time is when it was published (stamped by the proposer; 0 for a
+	// profile published before the field existed).
+	Time int64 `json:"time,omitempty"`
 }
 
 // Published reports whether the tool has metadata: a tool whose
@@ -121,6 +124,9 @@ type state struct {
 	Blobs    map[string][]byte   `json:"blobs"`
 	Profiles map[string]*Profile `json:"profiles"`
 	Sessions map[string]*Session `json:"sessions"`
+	// Tokens are the 9P tokens by name (tokens.go). A snapshot made
+	// before tokens existed has none.
+	Tokens map[string]*Token `json:"tokens,omitempty"`
 	// LastSession and LastAgent number generated names ("s1", "a1").
 	LastSession uint64 `json:"lastSession"`
 	LastAgent   uint64 `json:"lastAgent"`
@@ -129,6 +135,8 @@ type state struct {
 
 	// refs counts the tools that refer to each blob; derived, not stored.
 	refs map[string]int
+	// byHash finds a token by the hash of its secret; derived, not stored.
+	byHash map[string]*Token
 }
 
 func newState() *state {
@@ -137,7 +145,9 @@ func newState() *state {
 		Blobs:    map[string][]byte{},
 		Profiles: map[string]*Profile{},
 		Sessions: map[string]*Session{},
+		Tokens:   map[string]*Token{},
 		refs:     map[string]int{},
+		byHash:   map[string]*Token{},
 	}
 }
 
@@ -150,7 +160,13 @@ func (s *state) clone() *state {
 		Sessions:    make(map[string]*Session, len(s.Sessions)),
 		LastSession: s.LastSession,
 		LastAgent:   s.LastAgent,
+		Tokens:      make(map[string]*Token, len(s.Tokens)),
 		refs:        make(map[string]int, len(s.refs)),
+		byHash:      make(map[string]*Token, len(s.byHash)),
+	}
+	for k, v := range s.Tokens {
+		c.Tokens[k] = v
+		c.byHash[v.Hash] = v
 	}
 	for k, v := range s.refs {
 		c.refs[k] = v
@@ -188,6 +204,13 @@ func (s *state) fill() {
 		if se.Agents == nil {
 			se.Agents = map[string]*Agent{}
 		}
+	}
+	if s.Tokens == nil {
+		s.Tokens = map[string]*Token{}
+	}
+	s.byHash = make(map[string]*Token, len(s.Tokens))
+	for _, t := range s.Tokens {
+		s.byHash[t.Hash] = t
 	}
 	s.refs = map[string]int{}
 	for _, t := range s.Tools {

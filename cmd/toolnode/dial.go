@@ -191,3 +191,10 @@ func isLoopback(addr string) bool {
 	}
 	return true
 }
+
+// mount attaches to the node at addr presenting aname (a token; "" falls
+// back to $TOOLNODE_TOKEN), over TLS when $TOOLNODE_CA names a CA. It is
+// for subcommands without the credential flags (token, mcp).
+func mount(addr, aname string) (*client.Fsys, error) {
+	return (&creds{token: aname}).mount(addr)
+}

@@ -17,6 +17,8 @@ const usage = `usage:
   toolnode proxy [-listen ADDR] -to ADDR [-tls-ca FILE] [-token T]
                                            plain 9P on loopback, forwarded to a node (TLS, token)
   (9p, call: -tls-ca FILE or $TOOLNODE_CA for 9P over TLS; -token T or $TOOLNODE_TOKEN)
+  toolnode mcp [-a ADDR] [-profile P]     an MCP server on stdin/stdout for one agent
+  toolnode token [-a ADDR] [-data DIR] new -role ROLE NAME | ls | revoke NAME
   toolnode keygen                          print a new gossip key
 `
 
@@ -36,6 +38,10 @@ func main() {
 		err = call(args)
 	case "proxy":
 		err = proxy(args)
+	case "mcp":
+		err = mcpStdio(args)
+	case "token":
+		err = token(args)
 	case "keygen":
 		err = keygen()
 	case "help":

@@ -45,8 +45,11 @@ func serve(args []string) error {
 	fs.StringVar(&cfg.TLSCA, "tls-ca", "", "CA that signs every node's certificate")
 	fs.StringVar(&cfg.P9TLSCert, "9p-tls-cert", "", "9P over TLS: the 9P server's certificate (with -9p-tls-key)")
 	fs.StringVar(&cfg.P9TLSKey, "9p-tls-key", "", "9P over TLS: the certificate's private key")
+	fs.StringVar(&cfg.MCPAddr, "mcp", "", "serve MCP over Streamable HTTP on this loopback address (e.g. 127.0.0.1:9566)")
+	fs.StringVar(&cfg.MetricsAddr, "metrics", "", "serve Prometheus /metrics, /healthz and /readyz on this loopback address (e.g. 127.0.0.1:9567)")
 	fs.DurationVar(&cfg.CallTimeout, "call-timeout", node.DefaultCallTimeout, "limit of one tool run")
 	fs.BoolVar(&cfg.Yolo, "yolo", false, "run tools without the sandbox")
+	fs.StringVar(&cfg.P9Anon, "9p-anon", "", "role of a 9P attach without a token: none, read, call, publish or admin (default: admin on loopback, else none)")
 	fs.BoolVar(&useExamp, "examples", false, "serve the built-in example tools and profiles (unless -tools/-agents are given)")
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -1,0 +1,336 @@
+//go:build linux
+
+package bench
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"9fans.net/go/plan9"
+)
+
+// The single-node benchmarks measure what a user sees: a real node
+// process, driven over loopback by the independent 9P client in this
+// (another) process, each beside its floor in the same run:
+//
+//   - BenchmarkStart: process start → t/idx lists every one of 10,000
+//     tools, on a fresh data directory and on a restart; the floor is a
+//     process that reads and parses the same 10,000 .meta files.
+//   - BenchmarkCall: walk+open call, write "nop {}", read to EOF, clunk,
+//     sandbox on; the floor is an exec of the same script from the client.
+//   - BenchmarkWalkRead: walk+open+read+clunk of an agent's toolsrv.rev;
+//     the floor is the same on a static file of go9p's own server, in a
+//     process of its own.
+//   - BenchmarkReadOpenFid: one read at offset 0 on an open fid, against
+//     the same two.
+
+const startTools = 10000
+
+var (
+	helperOnce sync.Once
+	helperErr  error
+	helperBins = map[string]string{} // metafloor, go9pstatic → path
+)
+
+// helperBin builds one of bench/internal's floor programs.
+func helperBin(tb testing.TB, name string) string {
+	tb.Helper()
+	bin := toolnodeBin(tb) // makes binDir
+	helperOnce.Do(func() {
+		for _, h := range []string{"metafloor", "go9pstatic"} {
+			p := filepath.Join(filepath.Dir(bin), h)
+			cmd := exec.Command(goTool(), "build", "-o", p, "github.com/toolnode/toolnode/bench/internal/"+h)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				helperErr = fmt.Errorf("building %s: %v\n%s", h, err, out)
+				return
+			}
+			helperBins[h] = p
+		}
+	})
+	if helperErr != nil {
+		tb.Fatal(helperErr)
+	}
+	return helperBins[name]
+}
+
+// startFixture writes startTools generated .meta files (one in five with
+// variants, every args schema distinct) into dir.
+func startFixture(tb testing.TB, dir string) {
+	tb.Helper()
+	for i := range startTools {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("tool%05d.meta", i)), startMeta(i), 0o644); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+func startMeta(i int) []byte {
+	meta := fmt.Sprintf(`{
+  "description": "generated tool number %d",
+  "prompt": "Tool %d does one small thing.",
+  "args": {"type": "object", "properties": {"p_%d": {"type": "string"}, "n_%d": {"type": "integer"}}, "required": ["p_%d"]},
+  "tier": %q,
+  "cmd": "echo tool %d"`, i, i, i, i, i, []string{"hot", "warm", "cold"}[i%3], i)
+	if i%5 == 0 {
+		meta += fmt.Sprintf(`,
+  "variants": [
+    {"match": {"binary": "not-installed-%d"}, "cmd": "x"},
+    {"match": {"binary": "sh", "env": "HOME", "os": ["linux", "darwin"]}, "cmd": "sh -c 'echo %d'"},
+    {"match": {"file": "/etc/os-release"}, "description": "fallback"}
+  ]`, i%25, i)
+	}
+	return []byte(meta + "\n}\n")
+}
+
+// nodeArgs are the flags of a lone node on fresh loopback ports.
+func nodeArgs(tb testing.TB, data, tools, agents string) (args []string, p9addr string) {
+	ports := freePorts(tb, 3)
+	return []string{
+		"-name", "bench", "-data", data, "-tools", tools, "-agents", agents,
+		"-9p", ports[0], "-gossip", ports[1], "-cluster", ports[2],
+	}, ports[0]
+}
+
+// waitIdx polls addr until t/idx lists want tools, and returns when.
+func waitIdx(p *proc, addr string, want int, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		if p.exited() {
+			return fmt.Errorf("the node exited while starting:\n%s", p.tail())
+		}
+		if c, err := dial9(addr); err == nil {
+			idx, err := c.read("t/idx")
+			c.close()
+			if err == nil && strings.Count(idx, "\n") == want {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("t/idx does not list %d tools within %v:\n%s", want, d, p.tail())
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func BenchmarkStart(b *testing.B) {
+	bin := toolnodeBin(b)
+	floor := helperBin(b, "metafloor")
+	root := b.TempDir()
+	tools := filepath.Join(root, "tools")
+	agents := filepath.Join(root, "agents")
+	for _, d := range []string{tools, agents} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			b.Fatal(err)
+		}
+	}
+	startFixture(b, tools)
+	env := childEnv("XDG_CONFIG_HOME=" + filepath.Join(root, "config"))
+
+	b.Run("floor", func(b *testing.B) {
+		for b.Loop() {
+			out, err := exec.Command(floor, tools).Output()
+			if err != nil || strings.TrimSpace(string(out)) != fmt.Sprint(startTools) {
+				b.Fatalf("metafloor: %q, %v", out, err)
+			}
+		}
+	})
+	run := func(b *testing.B, fresh bool) {
+		data := filepath.Join(root, "data-restart")
+		if !fresh {
+			// The restart starts on a data directory that already holds the tools.
+			args, addr := nodeArgs(b, data, tools, agents)
+			p := startProc(b, env, bin, args...)
+			if err := waitIdx(p, addr, startTools, 60*time.Second); err != nil {
+				b.Fatal(err)
+			}
+			p.stop(30 * time.Second)
+		}
+		i := 0
+		for b.Loop() {
+			i++
+			b.StopTimer()
+			if fresh {
+				data = filepath.Join(root, fmt.Sprintf("data-%d", i))
+			}
+			args, addr := nodeArgs(b, data, tools, agents)
+			b.StartTimer()
+			p := startProc(b, env, bin, args...)
+			if err := waitIdx(p, addr, startTools, 60*time.Second); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			p.stop(30 * time.Second)
+			if fresh {
+				os.RemoveAll(data)
+			}
+			b.StartTimer()
+		}
+	}
+	b.Run("toolnode-fresh", func(b *testing.B) { run(b, true) })
+	b.Run("toolnode-restart", func(b *testing.B) { run(b, false) })
+}
+
+// nopScript is the trivial tool of the call benchmark.
+const nopScript = "#!/bin/sh\ncat >/dev/null\necho ok\n"
+
+// lone is a running node with an agent that has loaded nop.
+type lone struct {
+	p     *proc
+	addr  string
+	conn  *conn9
+	agent string // session/S/agent/A
+	tool  string // the nop script's path
+}
+
+func startLone(b *testing.B) *lone { return startLoneWith(b) }
+
+// startLoneWith is startLone with extra flags for the node.
+func startLoneWith(b *testing.B, flags ...string) *lone {
+	b.Helper()
+	bin := toolnodeBin(b)
+	root := b.TempDir()
+	tools := filepath.Join(root, "tools")
+	agents := filepath.Join(root, "agents")
+	for _, d := range []string{tools, agents} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			b.Fatal(err)
+		}
+	}
+	l := &lone{tool: filepath.Join(tools, "nop")}
+	if err := os.WriteFile(l.tool, []byte(nopScript), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tools, "nop.meta"), []byte(`{"description":"does nothing"}`+"\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	args, addr := nodeArgs(b, filepath.Join(root, "data"), tools, agents)
+	l.addr = addr
+	l.p = startProc(b, childEnv("XDG_CONFIG_HOME="+filepath.Join(root, "config")), bin, append(args, flags...)...)
+	b.Cleanup(func() { l.p.stop(30 * time.Second) })
+	if err := waitIdx(l.p, addr, 1, 60*time.Second); err != nil {
+		b.Fatal(err)
+	}
+	c, err := dial9(addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(c.close)
+	l.conn = c
+	s, err := c.ask("session/new", "name=bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	a, err := c.ask("session/"+strings.TrimSpace(s)+"/agent/new", "name=a")
+	if err != nil {
+		b.Fatal(err)
+	}
+	l.agent = "session/" + strings.TrimSpace(s) + "/agent/" + strings.TrimSpace(a)
+	if _, err := c.ask(l.agent+"/ctl", "tool_load nop"); err != nil {
+		b.Fatal(err)
+	}
+	return l
+}
+
+func BenchmarkCall(b *testing.B) {
+	l := startLone(b)
+	b.Run("floor-exec", func(b *testing.B) {
+		for b.Loop() {
+			cmd := exec.Command(l.tool)
+			cmd.Stdin = strings.NewReader("{}")
+			out, err := cmd.Output()
+			if err != nil || string(out) != "ok\n" {
+				b.Fatalf("exec: %q, %v", out, err)
+			}
+		}
+	})
+	b.Run("toolnode", func(b *testing.B) {
+		req := []byte("nop {}")
+		for b.Loop() {
+			fid, err := l.conn.fsys.Open(l.agent+"/call", plan9.ORDWR)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := fid.WriteAt(req, 0); err != nil {
+				b.Fatal(err)
+			}
+			out, err := readAll(fid)
+			fid.Close()
+			if err != nil || string(out) != "ok\n" {
+				b.Fatalf("call: %q, %v", out, err)
+			}
+		}
+	})
+}
+
+// startGo9p runs go9p's server with a static toolsrv.rev in its own
+// process and returns an attached connection.
+func startGo9p(b *testing.B) *conn9 {
+	b.Helper()
+	bin := helperBin(b, "go9pstatic")
+	addr := freePorts(b, 1)[0]
+	p := startProc(b, childEnv(), bin, addr)
+	b.Cleanup(p.kill)
+	if err := waitLog(p, "serving", 30*time.Second); err != nil {
+		b.Fatal(err)
+	}
+	c, err := dial9(addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(c.close)
+	return c
+}
+
+func walkRead(b *testing.B, c *conn9, path, want string) {
+	buf := make([]byte, 64)
+	for b.Loop() {
+		fid, err := c.fsys.Open(path, plan9.OREAD)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, err := fid.ReadAt(buf, 0)
+		fid.Close()
+		if (err != nil && err != io.EOF) || string(buf[:n]) != want {
+			b.Fatalf("read %s: %q, %v", path, buf[:n], err)
+		}
+	}
+}
+
+func readOpen(b *testing.B, c *conn9, path, want string) {
+	fid, err := c.fsys.Open(path, plan9.OREAD)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer fid.Close()
+	buf := make([]byte, 64)
+	for b.Loop() {
+		n, err := fid.ReadAt(buf, 0)
+		if (err != nil && err != io.EOF) || string(buf[:n]) != want {
+			b.Fatalf("read %s: %q, %v", path, buf[:n], err)
+		}
+	}
+}
+
+// rev is what toolsrv.rev reads for the benchmark's agent: it loaded one tool.
+const rev = "1\n"
+
+func BenchmarkWalkRead(b *testing.B) {
+	l := startLone(b)
+	g := startGo9p(b)
+	b.Run("floor-go9p", func(b *testing.B) { walkRead(b, g, "toolsrv.rev", "7\n") })
+	b.Run("toolnode", func(b *testing.B) { walkRead(b, l.conn, l.agent+"/toolsrv.rev", rev) })
+}
+
+func BenchmarkReadOpenFid(b *testing.B) {
+	l := startLone(b)
+	g := startGo9p(b)
+	b.Run("floor-go9p", func(b *testing.B) { readOpen(b, g, "toolsrv.rev", "7\n") })
+	b.Run("toolnode", func(b *testing.B) { readOpen(b, l.conn, l.agent+"/toolsrv.rev", rev) })
+}

@@ -1,0 +1,40 @@
+// Package mcpbridge serves toolnode's tools to Model Context Protocol
+// clients, with the official SDK (github.com/modelcontextprotocol/go-sdk).
+//
+// # What it owns
+//
+// A Bridge is one MCP session's view of the cluster: it speaks 9P to a
+// node (over any connection: TCP, TLS, or a pipe into the node's own 9P
+// server), creates a toolnode session and agent of its own (from a
+// profile when given), and keeps an mcp.Server whose tool list is that
+// agent's loaded tools plus the built-ins tool_load, tool_unload and
+// tools_all. Because everything goes through the 9P tree, the node's
+// tokens and roles apply to MCP unchanged: the bridge attaches with the
+// token it was given.
+//
+//   - tools/list: each loaded tool with its description, its args schema
+//     as inputSchema, and its full documentation (the tools file) in the
+//     title-less long description; _meta["toolnode/nodes"] lists the nodes
+//     that can run it now.
+//   - tools/call: a write of "NAME JSON" to the agent's call file and a
+//     read of the answer, so the call is routed like any other. A failed
+//     tool is a result with isError and the node's error text (exit status
+//     and stderr tail); a tool whose outputFormat is json also answers
+//     structuredContent.
+//   - A tool list that is never stale: a watcher reads the node's events
+//     file and, on a load, unload or change of a loaded tool (tool+,
+//     tool-) or of membership (node+, node-), lists the tools again and
+//     changes the server's set, which sends
+//     notifications/tools/list_changed; where a tool can run is also
+//     polled (WherePoll), since capabilities travel by gossip without an
+//     event.
+//   - The agent's preamble is the prompt "preamble", and each loaded
+//     tool's documentation the resource toolnode://tool/NAME.
+//
+// Close kills the toolnode session the bridge made.
+//
+// # What it must not touch
+//
+// mcpbridge imports no other toolnode package: it knows the node only
+// through its 9P tree (DESIGN §3).
+package mcpbridge

@@ -1,0 +1,252 @@
+package metrics
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	gometrics "github.com/hashicorp/go-metrics"
+	gmprom "github.com/hashicorp/go-metrics/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// State is what the node answers at scrape time.
+type State interface {
+	// RaftStats is hashicorp/raft's Stats().
+	RaftStats() map[string]string
+	// MemberStates counts the gossip members by state (alive, suspect,
+	// dead, left).
+	MemberStates() map[string]int
+	// P9Conns is the number of 9P connections served now.
+	P9Conns() int
+	// Ready is nil when the node can serve writes and reads that reflect
+	// the cluster: it has a leader and has applied what it knows is
+	// committed; otherwise the error says why not.
+	Ready() error
+}
+
+// Set holds a node's collectors.
+type Set struct {
+	reg *prometheus.Registry
+	st  State
+
+	calls       *prometheus.CounterVec
+	callSeconds *prometheus.HistogramVec
+	routed      *prometheus.CounterVec
+	running     prometheus.Gauge
+	waiting     prometheus.Gauge
+	p9ops       *prometheus.CounterVec
+	p9errors    *prometheus.CounterVec
+	propagation prometheus.Histogram
+}
+
+var raftSinkOnce sync.Once
+
+// New makes the collectors of one node, named node, reading st.
+func New(node string, st State) *Set {
+	reg := prometheus.NewRegistry()
+	s := &Set{reg: reg, st: st}
+	constLabels := prometheus.Labels{"self": node}
+	s.calls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "toolnode_calls_total", Help: "Tool calls run on this node, by tool, the node that asked for it and result (ok, error).", ConstLabels: constLabels,
+	}, []string{"tool", "node", "result"})
+	s.callSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "toolnode_call_duration_seconds", Help: "Duration of tool calls run on this node.", ConstLabels: constLabels,
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+	}, []string{"tool"})
+	s.routed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "toolnode_calls_routed_total", Help: "Calls made on this node and run on another, by the node that ran them and result.", ConstLabels: constLabels,
+	}, []string{"to", "result"})
+	s.running = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "toolnode_calls_running", Help: "Tool processes running on this node now.", ConstLabels: constLabels,
+	})
+	s.waiting = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "toolnode_calls_waiting", Help: "Calls waiting for a free slot (-max-calls).", ConstLabels: constLabels,
+	})
+	s.p9ops = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "toolnode_9p_operations_total", Help: "9P requests served, by message type.", ConstLabels: constLabels,
+	}, []string{"op"})
+	s.p9errors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "toolnode_9p_errors_total", Help: "9P requests answered with Rerror, by message type.", ConstLabels: constLabels,
+	}, []string{"op"})
+	s.propagation = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "toolnode_publish_propagation_seconds", Help: "From a tool's publication on its publishing node to its application on this node.", ConstLabels: constLabels,
+		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+	})
+	reg.MustRegister(s.calls, s.callSeconds, s.routed, s.running, s.waiting, s.p9ops, s.p9errors, s.propagation)
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "toolnode_9p_connections", Help: "9P connections served now.", ConstLabels: constLabels,
+	}, func() float64 { return float64(st.P9Conns()) }))
+	for _, f := range []struct{ key, name, help string }{
+		{"term", "toolnode_raft_term", "Raft's current term."},
+		{"commit_index", "toolnode_raft_commit_index", "The highest log index this node knows is committed."},
+		{"applied_index", "toolnode_raft_applied_index", "The highest log index applied to this node's state."},
+		{"last_log_index", "toolnode_raft_last_log_index", "The last index in this node's log."},
+		{"num_peers", "toolnode_raft_other_voters", "Voters in the Raft configuration besides this node."},
+	} {
+		key := f.key
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: f.name, Help: f.help, ConstLabels: constLabels},
+			func() float64 { v, _ := strconv.ParseFloat(st.RaftStats()[key], 64); return v }))
+	}
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "toolnode_raft_last_contact_seconds", Help: "Time since this node last heard from the leader (0 on the leader, -1 never).", ConstLabels: constLabels,
+	}, func() float64 { return lastContact(st.RaftStats()) }))
+	reg.MustRegister(&stateCollector{st: st, constLabels: constLabels})
+	raftSinkOnce.Do(func() {
+		// hashicorp/raft reports through go-metrics' global registry.
+		sink, err := gmprom.NewPrometheusSinkFrom(gmprom.PrometheusOpts{Expiration: time.Minute, Registerer: reg})
+		if err != nil {
+			return
+		}
+		cfg := gometrics.DefaultConfig("toolnode")
+		cfg.EnableHostname = false
+		cfg.EnableRuntimeMetrics = false
+		gometrics.NewGlobal(cfg, sink)
+	})
+	return s
+}
+
+func lastContact(stats map[string]string) float64 {
+	switch v := stats["last_contact"]; v {
+	case "0":
+		return 0
+	case "never", "":
+		return -1
+	default:
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return -1
+		}
+		return d.Seconds()
+	}
+}
+
+// stateCollector reports the Raft state and gossip members by state as
+// one series per value, so a dashboard can sum or alert on either.
+type stateCollector struct {
+	st          State
+	constLabels prometheus.Labels
+}
+
+var (
+	raftStates = []string{"Follower", "Candidate", "Leader", "Shutdown"}
+	memberKeys = []string{"alive", "suspect", "dead", "left"}
+)
+
+func (c *stateCollector) descs() (*prometheus.Desc, *prometheus.Desc) {
+	return prometheus.NewDesc("toolnode_raft_state", "1 for this node's Raft state.", []string{"state"}, c.constLabels),
+		prometheus.NewDesc("toolnode_members", "Gossip members by state.", []string{"state"}, c.constLabels)
+}
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	a, b := c.descs()
+	ch <- a
+	ch <- b
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	a, b := c.descs()
+	state := c.st.RaftStats()["state"]
+	for _, s := range raftStates {
+		v := 0.0
+		if s == state {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(a, prometheus.GaugeValue, v, s)
+	}
+	m := c.st.MemberStates()
+	for _, k := range memberKeys {
+		ch <- prometheus.MustNewConstMetric(b, prometheus.GaugeValue, float64(m[k]), k)
+	}
+}
+
+// Call records a tool run on this node for caller (the node the call was
+// made on).
+func (s *Set) Call(tool, caller string, d time.Duration, err error) {
+	if s == nil {
+		return
+	}
+	s.calls.WithLabelValues(tool, caller, result(err)).Inc()
+	s.callSeconds.WithLabelValues(tool).Observe(d.Seconds())
+}
+
+// Routed records a call made here and run on node to.
+func (s *Set) Routed(to string, err error) {
+	if s == nil {
+		return
+	}
+	s.routed.WithLabelValues(to, result(err)).Inc()
+}
+
+// Running adds delta to the calls running now.
+func (s *Set) Running(delta int) {
+	if s != nil {
+		s.running.Add(float64(delta))
+	}
+}
+
+// Waiting adds delta to the calls waiting for a slot.
+func (s *Set) Waiting(delta int) {
+	if s != nil {
+		s.waiting.Add(float64(delta))
+	}
+}
+
+// Op records one 9P request of type op and whether it failed.
+func (s *Set) Op(op string, err error) {
+	if s == nil {
+		return
+	}
+	s.p9ops.WithLabelValues(op).Inc()
+	if err != nil {
+		s.p9errors.WithLabelValues(op).Inc()
+	}
+}
+
+// Propagated records how long a publication took to reach this node.
+func (s *Set) Propagated(d time.Duration) {
+	if s != nil && d >= 0 {
+		s.propagation.Observe(d.Seconds())
+	}
+}
+
+func result(err error) string {
+	if err != nil {
+		return "error"
+	}
+	return "ok"
+}
+
+// Handler serves /metrics, /healthz (the process serves) and /readyz (it
+// has a leader and has caught up; 503 with the reason otherwise).
+func (s *Set) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if err := s.st.Ready(); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte("not ready: " + err.Error() + "\n"))
+			return
+		}
+		w.Write([]byte("ready\n"))
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]string{"metrics": "/metrics", "healthz": "/healthz", "readyz": "/readyz"})
+	})
+	return mux
+}

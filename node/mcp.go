@@ -1,0 +1,235 @@
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"9fans.net/go/plan9/client"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolnode/toolnode/mcpbridge"
+)
+
+// MCP over Streamable HTTP (-mcp ADDR): one agent per MCP session. Each
+// session's bridge attaches to this node's own 9P server through a pipe,
+// presenting the request's bearer token as the attach name, so MCP gets
+// exactly the tokens and roles of 9P; the session stays bound to the
+// token that made it.
+
+// mcpIdle is how long an MCP session may stay idle before it expires and
+// its toolnode session is removed.
+const mcpIdle = 15 * time.Minute
+
+// mcpInitWait is how long a new MCP session may take to finish its
+// initialisation before its bridge is dropped.
+const mcpInitWait = 2 * time.Minute
+
+type mcpServer struct {
+	n    *Node
+	ln   net.Listener
+	http *http.Server
+	sdk  *mcp.StreamableHTTPHandler
+
+	mu       sync.Mutex
+	sessions map[string]*mcpSession // Mcp-Session-Id →
+}
+
+type mcpSession struct {
+	token  [32]byte // SHA-256 of the bearer token that made it
+	bridge *mcpbridge.Bridge
+	conn   *client.Conn
+}
+
+type bridgeKey struct{}
+
+func (n *Node) startMCP() error {
+	if n.cfg.MCPAddr == "" {
+		return nil
+	}
+	if !loopbackAddr(n.cfg.MCPAddr) {
+		return fmt.Errorf("-mcp %s: MCP over HTTP is served on loopback only; reach it from elsewhere through an ssh tunnel", n.cfg.MCPAddr)
+	}
+	ln, err := net.Listen("tcp", n.cfg.MCPAddr)
+	if err != nil {
+		return fmt.Errorf("-mcp: %w", err)
+	}
+	m := &mcpServer{n: n, ln: ln, sessions: map[string]*mcpSession{}}
+	m.sdk = mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+		s, _ := r.Context().Value(bridgeKey{}).(*mcpSession)
+		if s == nil {
+			return nil
+		}
+		return s.bridge.Server()
+	}, &mcp.StreamableHTTPOptions{SessionTimeout: mcpIdle})
+	m.http = &http.Server{Handler: m, ReadHeaderTimeout: 10 * time.Second}
+	n.mcp = m
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		if err := m.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			n.logger.Printf("mcp: %v", err)
+		}
+	}()
+	n.logger.Printf("serving MCP (Streamable HTTP) on http://%s/", ln.Addr())
+	return nil
+}
+
+// MCPAddr is the address MCP over HTTP listens on, "" when off.
+func (n *Node) MCPAddr() string {
+	if n.mcp == nil {
+		return ""
+	}
+	return n.mcp.ln.Addr().String()
+}
+
+func (m *mcpServer) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	m.http.Shutdown(ctx)
+	m.mu.Lock()
+	sessions := m.sessions
+	m.sessions = map[string]*mcpSession{}
+	m.mu.Unlock()
+	for _, s := range sessions {
+		s.end()
+	}
+}
+
+func bearer(r *http.Request) string {
+	h := r.Header.Get("Authorization")
+	if t, ok := strings.CutPrefix(h, "Bearer "); ok {
+		return strings.TrimSpace(t)
+	}
+	return ""
+}
+
+func (m *mcpServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	token := bearer(r)
+	sum := sha256.Sum256([]byte(token))
+	if id := r.Header.Get("Mcp-Session-Id"); id != "" {
+		m.mu.Lock()
+		s := m.sessions[id]
+		m.mu.Unlock()
+		if s != nil && subtle.ConstantTimeCompare(s.token[:], sum[:]) != 1 {
+			m.n.logger.Printf("mcp: %s: a request for session %s with another token: refused", r.RemoteAddr, id)
+			http.Error(w, "permission denied: this MCP session belongs to another token", http.StatusForbidden)
+			return
+		}
+		m.sdk.ServeHTTP(w, r)
+		return
+	}
+	if r.Method != http.MethodPost {
+		m.sdk.ServeHTTP(w, r)
+		return
+	}
+	s, id, err := m.newSession(r, token, sum)
+	if err != nil {
+		m.n.logger.Printf("mcp: %s: %v", r.RemoteAddr, err)
+		w.Header().Set("WWW-Authenticate", `Bearer realm="toolnode"`)
+		http.Error(w, err.Error(), http.StatusUnauthorized)
+		return
+	}
+	m.sdk.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), bridgeKey{}, s)))
+	// A request that did not start a session (not an initialize, or a
+	// refused one) leaves nothing behind.
+	if w.Header().Get("Mcp-Session-Id") != id {
+		m.drop(id)
+	}
+}
+
+// remoteConn is the node's end of a bridge's pipe; it reports the HTTP
+// client's address, so an attach without a token is anon@ADDR.
+type remoteConn struct {
+	net.Conn
+	remote net.Addr
+}
+
+func (c remoteConn) RemoteAddr() net.Addr { return c.remote }
+
+func (m *mcpServer) newSession(r *http.Request, token string, sum [32]byte) (*mcpSession, string, error) {
+	var remote net.Addr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}
+	if ap, err := net.ResolveTCPAddr("tcp", r.RemoteAddr); err == nil {
+		remote = ap
+	}
+	here, there := net.Pipe()
+	go m.n.p9.ServeConn(remoteConn{there, remote})
+	conn, err := client.NewConn(here)
+	if err != nil {
+		here.Close()
+		return nil, "", fmt.Errorf("9P: %w", err)
+	}
+	fsys, err := conn.Attach(nil, "mcp", token)
+	if err != nil {
+		conn.Close()
+		return nil, "", err
+	}
+	var idb [16]byte
+	rand.Read(idb[:])
+	id := hex.EncodeToString(idb[:])
+	s := &mcpSession{token: sum, conn: conn}
+	b, err := mcpbridge.New(fsys, mcpbridge.Options{
+		SessionID: id,
+		Logf:      m.n.logger.Printf,
+		Ended:     func() { m.drop(id) },
+	})
+	if err != nil {
+		conn.Close()
+		return nil, "", err
+	}
+	s.bridge = b
+	m.mu.Lock()
+	m.sessions[id] = s
+	m.mu.Unlock()
+	go func() {
+		// The SDK expires idle sessions; one that never finishes its
+		// initialisation is dropped here.
+		t := time.NewTimer(mcpInitWait)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			if !b.Initialized() {
+				m.drop(id)
+			}
+		case <-m.n.ctx.Done():
+		}
+	}()
+	return s, id, nil
+}
+
+func (s *mcpSession) end() {
+	s.bridge.Close()
+	s.conn.Close()
+}
+
+func (m *mcpServer) drop(id string) {
+	m.mu.Lock()
+	s := m.sessions[id]
+	delete(m.sessions, id)
+	m.mu.Unlock()
+	if s != nil {
+		s.end()
+	}
+}
+
+// loopbackAddr reports whether a listen address is on loopback.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,134 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/toolnode/toolnode/metrics"
+)
+
+// startMetrics serves /metrics, /healthz and /readyz on -metrics ADDR
+// (loopback only: metrics name tools, nodes and addresses).
+func (n *Node) startMetrics() error {
+	if n.cfg.MetricsAddr == "" {
+		return nil
+	}
+	if !loopbackAddr(n.cfg.MetricsAddr) {
+		return fmt.Errorf("-metrics %s: metrics are served on loopback only; scrape them through a local agent or an ssh tunnel", n.cfg.MetricsAddr)
+	}
+	ln, err := net.Listen("tcp", n.cfg.MetricsAddr)
+	if err != nil {
+		return fmt.Errorf("-metrics: %w", err)
+	}
+	n.metricsLn = ln
+	srv := &http.Server{Handler: n.metrics.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	n.wg.Add(2)
+	go func() {
+		defer n.wg.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			n.logger.Printf("metrics: %v", err)
+		}
+	}()
+	go func() {
+		defer n.wg.Done()
+		<-n.ctx.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	}()
+	n.logger.Printf("serving metrics on http://%s/metrics (and /healthz, /readyz)", ln.Addr())
+	return nil
+}
+
+// MetricsAddr is the address -metrics listens on, "" when off.
+func (n *Node) MetricsAddr() string {
+	if n.metricsLn == nil {
+		return ""
+	}
+	return n.metricsLn.Addr().String()
+}
+
+// The node is the metrics' State.
+
+// RaftStats is hashicorp/raft's Stats().
+func (n *Node) RaftStats() map[string]string {
+	if n.raft == nil {
+		return nil
+	}
+	return n.raft.Stats()
+}
+
+// MemberStates counts gossip members by state.
+func (n *Node) MemberStates() map[string]int {
+	out := map[string]int{}
+	if n.gossip == nil {
+		return out
+	}
+	for _, m := range n.gossip.Members() {
+		out[m.State]++
+	}
+	return out
+}
+
+// P9Conns is the number of 9P connections served now.
+func (n *Node) P9Conns() int {
+	if n.p9 == nil {
+		return 0
+	}
+	return n.p9.Conns()
+}
+
+// Ready is nil when the node knows a leader and has applied every entry
+// it knows is committed.
+func (n *Node) Ready() error {
+	if n.raft == nil {
+		return errors.New("raft has not started")
+	}
+	if n.raft.State() != raft.Leader {
+		if addr, _ := n.raft.LeaderWithID(); addr == "" {
+			return errors.New("the cluster has no leader this node knows of")
+		}
+	}
+	// Raft's applied index, not the FSM's: configuration changes and the
+	// leader's no-op are applied without reaching the FSM.
+	st := n.raft.Stats()
+	commit, _ := strconv.ParseUint(st["commit_index"], 10, 64)
+	applied, _ := strconv.ParseUint(st["applied_index"], 10, 64)
+	if applied < commit {
+		return fmt.Errorf("catching up: applied index %d of %d committed", applied, commit)
+	}
+	return nil
+}
+
+var _ metrics.State = (*Node)(nil)
+
+// runCounted runs a tool here, counted among the running calls.
+func (n *Node) runCounted(ctx context.Context, session, agent string, e *entry, args []byte) ([]byte, error) {
+	n.metrics.Running(1)
+	defer n.metrics.Running(-1)
+	return n.runHere(ctx, session, agent, e, args)
+}
+
+// maxPropagation bounds what counts as propagation: an older publication
+// seen now is a replay (a restart, a snapshot), not a delay.
+const maxPropagation = time.Minute
+
+func (n *Node) observePublished(tool string) {
+	if n.metrics == nil {
+		return
+	}
+	t, ok := n.fsm.Tool(tool)
+	if !ok || t.Time == 0 {
+		return
+	}
+	if d := time.Since(time.Unix(0, t.Time)); d < maxPropagation {
+		n.metrics.Propagated(d)
+	}
+}
