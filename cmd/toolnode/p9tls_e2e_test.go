@@ -11,7 +11,9 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -132,8 +134,19 @@ func TestP9TLSEndToEnd(t *testing.T) {
 
 	// The proxy: plain 9P on loopback, TLS to the node, a token in the
 	// attaches.
+	// toolnode token reaches the node over TLS too ($TOOLNODE_CA), with
+	// the node's admin token from its data directory.
+	newToken := func(role, name string) string {
+		t.Helper()
+		secret := strings.TrimSpace(mustTN(t, withCA, "token", "-a", e.p9, "-data", e.data, "new", "-role", role, name))
+		if secret == "" || strings.Contains(secret, "\n") {
+			t.Fatalf("toolnode token new printed %q", secret)
+		}
+		return secret
+	}
+	caller := newToken("call", "proxy-caller")
 	pp := freePorts(t, 1)[0]
-	prox := spawnTN(t, append(e.childEnv(), "TOOLNODE_TOKEN=tok-e2e"),
+	prox := spawnTN(t, append(e.childEnv(), "TOOLNODE_TOKEN="+caller),
 		"proxy", "-listen", pp, "-to", e.p9, "-tls-ca", ca.file)
 	prox.waitLog(t, 30*time.Second, "proxy: serving 9P on", "the proxy's token in every attach")
 	fsys, err := client.Mount("tcp", pp)
@@ -169,6 +182,54 @@ func TestP9TLSEndToEnd(t *testing.T) {
 	if got := cat(t, fsys, "t/idx"); got != idx {
 		t.Errorf("t/idx through the proxy after another client's malformed frame:\n%s", got)
 	}
+	// The proxy's token is the role of every client of it, whatever
+	// aname the client sends: a read token's proxy serves reads and
+	// refuses a session, even to a client that attaches with the admin
+	// token itself. The controls: the call token's proxy above made a
+	// session, and the admin token directly over TLS makes one.
+	adminSecret := readAdminToken(t, e)
+	reader := newToken("read", "proxy-reader")
+	rp := freePorts(t, 1)[0]
+	rprox := spawnTN(t, append(e.childEnv(), "TOOLNODE_TOKEN="+reader),
+		"proxy", "-listen", rp, "-to", e.p9, "-tls-ca", ca.file)
+	rprox.waitLog(t, 30*time.Second, "proxy: serving 9P on")
+	for _, aname := range []string{"", adminSecret} {
+		c, err := client.Dial("tcp", rp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rfs, err := c.Attach(nil, "someone", aname)
+		if err != nil {
+			t.Fatalf("attach through the read proxy: %v", err)
+		}
+		if got := cat(t, rfs, "t/idx"); got != idx {
+			t.Errorf("t/idx through the read proxy:\n%s", got)
+		}
+		askFails(t, rfs, "session/new", "name=escalated", "permission denied: needs role call")
+		c.Close()
+	}
+	direct := &creds{ca: ca.file, token: adminSecret}
+	afs, err := direct.mount(e.p9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := mustAsk(t, afs, "session/new", "name=direct"); got != "direct\n" {
+		t.Errorf("session/new as admin over TLS = %q", got)
+	}
+	afs.Close()
+	// A proxy whose token the node does not know gets its clients
+	// nothing.
+	bp := freePorts(t, 1)[0]
+	bprox := spawnTN(t, append(e.childEnv(), "TOOLNODE_TOKEN=not-a-token"),
+		"proxy", "-listen", bp, "-to", e.p9, "-tls-ca", ca.file)
+	bprox.waitLog(t, 30*time.Second, "proxy: serving 9P on")
+	if bfs, err := client.Mount("tcp", bp); err == nil || !strings.Contains(err.Error(), "permission denied") {
+		if bfs != nil {
+			bfs.Close()
+		}
+		t.Fatalf("a client through a proxy with an unknown token: %v, want permission denied", err)
+	}
+
 	// A TLS client pointed at the plain proxy is told what is wrong.
 	failTN(t, env, []string{"is it serving 9P over TLS"}, "9p", "-tls-ca", ca.file, "-a", pp, "ls", "/")
 
@@ -217,4 +278,14 @@ func TestCheckProxyAddrs(t *testing.T) {
 			t.Errorf("checkProxyAddrs(%q, %q, tls=%v, insecure=%v) = %v, want %q", tc.listen, tc.to, tc.tls, tc.insecure, err, tc.wantErr)
 		}
 	}
+}
+
+// readAdminToken is the node's own admin token, from its data directory.
+func readAdminToken(t *testing.T, e *env) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(e.data, "admin.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
 }
