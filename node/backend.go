@@ -203,6 +203,7 @@ func (n *Node) NodeInfo() string {
 	fmt.Fprintf(&b, "role %s\nleader %s\n", role, leader)
 	fmt.Fprintf(&b, "gossip %s\ncluster %s\n9p %s\n", n.gossip.LocalAddr(), n.transport.LocalAddr(), n.P9Addr())
 	fmt.Fprintf(&b, "tools %d\n", n.catalog.count())
+	fmt.Fprintf(&b, "9p-tls %s\n", onOff(n.p9tls))
 	fmt.Fprintf(&b, "sandbox %s\n", n.sandbox)
 	return b.String()
 }

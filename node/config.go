@@ -40,6 +40,11 @@ type Config struct {
 	MCPAddr     string // MCP over Streamable HTTP (loopback); "" = off
 	MetricsAddr string // /metrics, /healthz, /readyz (loopback); "" = off
 
+	// P9TLSCert and P9TLSKey, both set, make the 9P listener speak TLS
+	// 1.3 with this certificate (-9p-tls-cert, -9p-tls-key).
+	P9TLSCert string
+	P9TLSKey  string
+
 	CallTimeout time.Duration // default 30s
 	AuditFile   string        // the audit log (-audit); "" = none
 	Yolo        bool          // run tools without the sandbox

@@ -24,6 +24,8 @@
 // session is made and again where each call runs (workdir.go).
 // It tells the runner what tools may not read and checks
 // a published executable's digest before each run (sandbox.go).
+// With -9p-tls-cert and -9p-tls-key the 9P listener speaks TLS 1.3, each
+// handshake beside the accept loop under a deadline (p9tls.go).
 //
 // Only node sees every other package; the others stay ignorant of each
 // other (registry ← raftfsm; p9 and cluster stand alone).

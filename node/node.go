@@ -60,6 +60,7 @@ type Node struct {
 	gossip    *cluster.Cluster
 	p9        *p9.Server
 	p9ln      net.Listener
+	p9tls     bool         // the 9P listener speaks TLS
 	mcp       *mcpServer   // nil unless -mcp
 	metrics   *metrics.Set // nil unless -metrics: its methods do nothing then
 	metricsLn net.Listener
@@ -523,6 +524,16 @@ func (n *Node) startP9Listener() error {
 		if ln, err = net.Listen("tcp", n.cfg.P9Addr); err != nil {
 			return fmt.Errorf("9P address: %w", err)
 		}
+	}
+	tcfg, err := loadP9TLS(n.cfg.P9TLSCert, n.cfg.P9TLSKey)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	if tcfg != nil {
+		ln = newTLSListener(ln, tcfg, p9HandshakeTimeout, p9MaxHandshakes, n.logger.Printf)
+		n.p9tls = true
+		n.logger.Printf("9P over TLS on %s, certificate %s", ln.Addr(), n.cfg.P9TLSCert)
 	}
 	n.p9ln = ln
 	return nil

@@ -27,25 +27,6 @@ func defaultAddr() string {
 	return node.DefaultP9Addr
 }
 
-// mount attaches to the node at addr, presenting aname (a token, or ""
-// for none) as the attach name.
-func mount(addr, aname string) (*client.Fsys, error) {
-	c, err := client.Dial("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("cannot reach a node at %s: %w", addr, err)
-	}
-	user := os.Getenv("USER")
-	if user == "" {
-		user = "none"
-	}
-	fsys, err := c.Attach(nil, user, aname)
-	if err != nil {
-		c.Close()
-		return nil, fmt.Errorf("attach to %s: %w", addr, err)
-	}
-	return fsys, nil
-}
-
 // ninepUsage is the synopsis of `toolnode 9p`.
 const ninepUsage = "usage: toolnode 9p [-a ADDR | ADDR] ls [-l]|stat|read|write|rdwr|create|rm PATH"
 
@@ -56,6 +37,7 @@ const ninepUsage = "usage: toolnode 9p [-a ADDR | ADDR] ls [-l]|stat|read|write|
 func ninep(args []string) error {
 	fs := flag.NewFlagSet("9p", flag.ContinueOnError)
 	addr := fs.String("a", defaultAddr(), "node 9P address")
+	cred := credFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -78,7 +60,7 @@ func ninep(args []string) error {
 		return errors.New(ninepUsage)
 	}
 	path := strings.Trim(args[0], "/")
-	fsys, err := mount(*addr, os.Getenv("TOOLNODE_TOKEN"))
+	fsys, err := cred.mount(*addr)
 	if err != nil {
 		return err
 	}
@@ -320,6 +302,7 @@ func exchange(fid *client.Fid, req []byte) ([]byte, error) {
 func call(args []string) error {
 	fs := flag.NewFlagSet("call", flag.ContinueOnError)
 	addr := fs.String("a", defaultAddr(), "node 9P address")
+	cred := credFlags(fs)
 	session := fs.String("session", "", "session to call as")
 	agent := fs.String("agent", "", "agent to call as (with -session)")
 	if err := parseFlags(fs, args); err != nil {
@@ -335,7 +318,7 @@ func call(args []string) error {
 	if fs.NArg() == 2 {
 		argJSON = fs.Arg(1)
 	}
-	fsys, err := mount(*addr, os.Getenv("TOOLNODE_TOKEN"))
+	fsys, err := cred.mount(*addr)
 	if err != nil {
 		return err
 	}

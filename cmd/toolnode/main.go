@@ -16,6 +16,9 @@ const usage = `usage:
   toolnode 9p [-a ADDR | ADDR] VERB PATH  a small 9P client, like plan9port's 9p; VERB is
                                            ls [-l], stat, read, write (creates), rdwr, create or rm
   toolnode call [-a ADDR] [-session S -agent A] NAME [JSON]
+  toolnode proxy [-listen ADDR] -to ADDR [-tls-ca FILE] [-token T]
+                                           plain 9P on loopback, forwarded to a node (TLS, token)
+  (9p, call: -tls-ca FILE or $TOOLNODE_CA for 9P over TLS; -token T or $TOOLNODE_TOKEN)
   toolnode mcp [-a ADDR] [-profile P]     an MCP server on stdin/stdout for one agent
   toolnode token [-a ADDR] [-data DIR] new -role ROLE NAME | ls | revoke NAME
   toolnode keygen                          print a new gossip key
@@ -35,6 +38,8 @@ func main() {
 		err = ninep(args)
 	case "call":
 		err = call(args)
+	case "proxy":
+		err = proxy(args)
 	case "mcp":
 		err = mcpStdio(args)
 	case "token":

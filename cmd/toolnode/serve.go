@@ -46,6 +46,8 @@ func serve(args []string) (err error) {
 	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "node-to-node TLS certificate")
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "node-to-node TLS key")
 	fs.StringVar(&cfg.TLSCA, "tls-ca", "", "CA that signs every node's certificate")
+	fs.StringVar(&cfg.P9TLSCert, "9p-tls-cert", "", "9P over TLS: the 9P server's certificate (with -9p-tls-key)")
+	fs.StringVar(&cfg.P9TLSKey, "9p-tls-key", "", "9P over TLS: the certificate's private key")
 	fs.StringVar(&cfg.MCPAddr, "mcp", "", "serve MCP over Streamable HTTP on this loopback address (e.g. 127.0.0.1:9566)")
 	fs.StringVar(&cfg.MetricsAddr, "metrics", "", "serve Prometheus /metrics, /healthz and /readyz on this loopback address (e.g. 127.0.0.1:9567)")
 	fs.DurationVar(&cfg.CallTimeout, "call-timeout", node.DefaultCallTimeout, "limit of one tool run")
