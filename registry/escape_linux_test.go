@@ -330,8 +330,24 @@ func TestEscape_InheritedDescriptor(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { syscall.Close(fd) })
-		return fd
+		// The shell redirects single-digit descriptors only (dash): move
+		// it to a free one below 10, still without close-on-exec.
+		low := -1
+		for n := 3; n <= 9; n++ {
+			if _, _, errno := syscall.Syscall(syscall.SYS_FCNTL, uintptr(n), syscall.F_GETFD, 0); errno == syscall.EBADF {
+				low = n
+				break
+			}
+		}
+		if low < 0 {
+			t.Skip("no free descriptor below 10 to hand the shell")
+		}
+		if err := syscall.Dup3(fd, low, 0); err != nil {
+			t.Fatal(err)
+		}
+		syscall.Close(fd)
+		t.Cleanup(func() { syscall.Close(low) })
+		return low
 	}
 	fd := open()
 	cmd := fmt.Sprintf("cat <&%d", fd)
