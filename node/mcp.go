@@ -20,7 +20,8 @@ import (
 	"github.com/toolnode/toolnode/mcpbridge"
 )
 
-// MCP over Streamable HTTP (-mcp ADDR): one agent per MCP session. Each
+// MCP over Streamable HTTP (-mcp ADDR): one agent per MCP session, made
+// from the profile the endpoint's ?profile=P names, if any. Each
 // session's bridge attaches to this node's own 9P server through a pipe,
 // presenting the request's bearer token as the attach name, so MCP gets
 // exactly the tokens and roles of 9P; the session stays bound to the
@@ -178,6 +179,7 @@ func (m *mcpServer) newSession(r *http.Request, token string, sum [32]byte) (*mc
 	id := hex.EncodeToString(idb[:])
 	s := &mcpSession{token: sum, conn: conn}
 	b, err := mcpbridge.New(fsys, mcpbridge.Options{
+		Profile:   r.URL.Query().Get("profile"),
 		SessionID: id,
 		Logf:      m.n.logger.Printf,
 		Ended:     func() { m.drop(id) },

@@ -88,7 +88,7 @@ func TestSandboxEndToEnd(t *testing.T) {
 			}
 			node := e.startWith(t, append(e.childEnv(), "TOOLNODE_GOSSIP_KEY="+secret, "HOME="+home), extra...)
 			if !yolo {
-				node.waitLog(t, 10*time.Second, "sandbox: landlock ABI", "files: read all but", "digest checked")
+				node.waitLog(t, 10*time.Second, "tools run with: landlock ABI", "files: read all but", "digest checked")
 			}
 			fsys := attach9(t, e.p9)
 			defer fsys.Close()
