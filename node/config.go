@@ -37,6 +37,20 @@ type Config struct {
 	CallTimeout time.Duration // default 30s
 	Yolo        bool          // run tools without the sandbox
 
+	// Insecure starts the node even when a port leaves loopback without
+	// its credential (DESIGN §7 "Ports"; ports.go), and says so loudly in
+	// the log at every start.
+	Insecure bool
+	// P9TLSCert and P9TLSKey make the 9P listener speak TLS (-9p-tls-cert,
+	// -9p-tls-key); the port rules refuse a non-loopback 9P address
+	// without them.
+	P9TLSCert string
+	P9TLSKey  string
+	// MaxClusterConns bounds the cluster port's concurrent connections;
+	// default DefaultMaxClusterConns. Excess connections are closed at once,
+	// with a log line.
+	MaxClusterConns int
+
 	// ResolveEvery is how often variants are re-resolved against the host
 	// (a binary can be installed later). Default 30s.
 	ResolveEvery time.Duration
@@ -122,6 +136,12 @@ func (c *Config) fill() error {
 	}
 	if c.LogOutput == nil {
 		c.LogOutput = os.Stderr
+	}
+	if c.MaxClusterConns <= 0 {
+		c.MaxClusterConns = DefaultMaxClusterConns
+	}
+	if _, err := c.checkPorts(); err != nil {
+		return err
 	}
 	return nil
 }

@@ -47,6 +47,7 @@ type Node struct {
 	transport raft.Transport
 	mux       *mux        // nil when Config.RaftTransport is given
 	tls       *clusterTLS // nil: plain TCP
+	lim       portLimits  // the cluster port's deadlines
 	fwd       fwdPool
 	route     router
 
@@ -85,6 +86,7 @@ func New(cfg Config) (n *Node, err error) {
 		logger:    log.New(cfg.LogOutput, "", log.LstdFlags|log.Lmsgprefix),
 		reconcile: make(chan struct{}, 1),
 		metaKick:  make(chan struct{}, 1),
+		lim:       defaultPortLimits,
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.events = newEventLog(4096)
@@ -109,6 +111,12 @@ func New(cfg Config) (n *Node, err error) {
 	if n.tls, err = loadClusterTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSCA); err != nil {
 		return nil, err
 	}
+	if n.tls == nil && len(cfg.EncryptKey) > 0 {
+		if n.tls, err = keyClusterTLS(cfg.EncryptKey, cfg.Name); err != nil {
+			return nil, err
+		}
+	}
+	n.logPortSecurity()
 	n.setupRunner()
 	if err := n.startP9Listener(); err != nil {
 		return nil, err
@@ -252,7 +260,7 @@ func (n *Node) startClusterPort(hl hclog.Logger) error {
 		ln.Close()
 		return err
 	}
-	n.mux = newMux(n.tls.wrapListener(ln))
+	n.mux = newMux(n.tls.wrapListener(ln), n.cfg.MaxClusterConns, n.logger.Printf)
 	n.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  &raftLayer{muxListener: n.mux.raft, advertise: adv, n: n},
 		MaxPool: 3,

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/toolnode/toolnode/cluster"
+	"github.com/toolnode/toolnode/registry"
 )
 
 // A call of a tool this host cannot run goes to an alive node that can
@@ -26,6 +27,14 @@ import (
 // caller's fid, or the caller's node stopping).
 
 const protoCall byte = 'C'
+
+// Caps of a routed call's messages: the request carries arguments of at
+// most 1 MiB (DESIGN §3) and a few names; the answer, a tool's output up
+// to the runner's cap, base64 in JSON, or an error.
+const (
+	maxCallRequest  = 2 << 20
+	maxCallResponse = 4*registry.DefaultOutputCap/3 + 1<<20
+)
 
 // callGrace is how long past the call timeout the caller waits for a
 // remote answer before it gives up on that node.
@@ -144,7 +153,7 @@ func (n *Node) callOn(ctx context.Context, c cluster.Capable, req callRequest) (
 		return nil, fmt.Errorf("%w: %s: %v", errUnsent, c.Node, err)
 	}
 	var resp callResponse
-	if err := readMsg(conn, &resp); err != nil {
+	if err := readMsg(conn, &resp, maxCallResponse); err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("call of %s on %s cancelled: %w", req.Tool, c.Node, ctx.Err())
 		}
@@ -162,12 +171,19 @@ func (n *Node) serveCall(c net.Conn) {
 	defer c.Close()
 	br := bufio.NewReader(c)
 	var req callRequest
-	c.SetReadDeadline(time.Now().Add(handshakeTimeout))
-	if err := readMsg(br, &req); err != nil {
-		n.logger.Printf("routed call from %s: %v", c.RemoteAddr(), err)
+	if _, err := readMsgTimed(br, c, &req, maxCallRequest, handshakeTimeout, n.lim.callMsg); err != nil {
+		switch {
+		case errors.Is(err, errTooBig):
+			n.logger.Printf("routed call from %s: %v; closing", c.RemoteAddr(), err)
+			c.SetWriteDeadline(time.Now().Add(handshakeTimeout))
+			writeMsg(c, callResponse{Err: "routed call refused: " + err.Error()})
+		case timeoutErr(err):
+			n.logger.Printf("routed call from %s: closing: no complete request within the deadline (%v)", c.RemoteAddr(), n.lim.callMsg)
+		default:
+			n.logger.Printf("routed call from %s: %v", c.RemoteAddr(), err)
+		}
 		return
 	}
-	c.SetReadDeadline(time.Time{})
 	ctx, cancel := context.WithCancel(n.ctx)
 	defer cancel()
 	go func() {

@@ -47,6 +47,7 @@ import (
 type clusterTLS struct {
 	server *tls.Config // for the listener: RequireAndVerifyClientCert against the CA
 	client *tls.Config // for dialers: presents the node cert, verifies the server against the CA
+	mode   string      // how the port is secured, for the log
 }
 
 // loadClusterTLS reads the node's certificate, its private key and the CA
@@ -159,7 +160,7 @@ func loadClusterTLS(certFile, keyFile, caFile string) (*clusterTLS, error) {
 			return verifyClusterPeer(cs.PeerCertificates, pool, x509.ExtKeyUsageServerAuth)
 		},
 	}
-	return &clusterTLS{server: server, client: client}, nil
+	return &clusterTLS{server: server, client: client, mode: "mutual TLS with the CA in " + caFile}, nil
 }
 
 // wrapListener returns ln unchanged when t is nil. Otherwise Accept on the
