@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/toolnode/toolnode/tlsutil"
 )
 
 // Cluster-port tests of the gossip key's TLS and of the port's bounds.
@@ -311,4 +313,32 @@ func Test_ClusterPort_ConnectionCap(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// Certificates from `toolnode tls ca` / `toolnode tls cert` serve the
+// cluster port's mutual TLS as they are.
+func Test_ClusterPort_TLSUtilCertificates(t *testing.T) {
+	dir := t.TempDir()
+	caFile, caKey, err := tlsutil.CreateCA(dir, 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sides []*clusterTLS
+	for _, name := range []string{"a", "b"} {
+		cert, key, err := tlsutil.CreateCert(tlsutil.CertRequest{Node: name, Days: 30, CA: caFile, CAKey: caKey, OutDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sides = append(sides, mustLoadClusterTLS(t, cert, key, caFile))
+	}
+	addr, results := tlsTestEchoServer(t, sides[0].wrapListener)
+	c, err := sides[1].dial(addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got, err := tlsTestRoundTrip(c, 'R'); err != nil || got != 'R' {
+		t.Fatalf("round trip = %q, %v", got, err)
+	}
+	tlsTestNextResult(t, results)
 }

@@ -15,6 +15,9 @@ const usage = `usage:
   toolnode 9p ADDR ls|read|write|rdwr PATH a small 9P client, like plan9port's 9p
   toolnode call [-a ADDR] [-session S -agent A] NAME [JSON]
   toolnode keygen                          print a new gossip key
+  toolnode tls ca [-dir D] [-days N]       make a CA: toolnode-ca.pem, toolnode-ca-key.pem
+  toolnode tls cert -node NAME [-host H,...] [-dir D] [-ca FILE -ca-key FILE] [-days N]
+                                           make a node certificate: NAME.pem, NAME-key.pem
 `
 
 func main() {
@@ -33,6 +36,8 @@ func main() {
 		err = call(args)
 	case "keygen":
 		err = keygen()
+	case "tls":
+		err = tlsCmd(args)
 	case "help":
 		fmt.Print(usage)
 	default:

@@ -45,6 +45,7 @@ func serve(args []string) error {
 	fs.StringVar(&cfg.TLSCA, "tls-ca", "", "CA that signs every node's certificate")
 	fs.DurationVar(&cfg.CallTimeout, "call-timeout", node.DefaultCallTimeout, "limit of one tool run")
 	fs.BoolVar(&cfg.Yolo, "yolo", false, "run tools without the sandbox")
+	fs.BoolVar(&cfg.Insecure, "insecure", false, "start even when a port leaves loopback without its credential (logged loudly)")
 	fs.BoolVar(&useExamp, "examples", false, "serve the built-in example tools and profiles (unless -tools/-agents are given)")
 	if err := fs.Parse(args); err != nil {
 		return err
