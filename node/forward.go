@@ -106,7 +106,10 @@ func readMsgTimed(r io.Reader, c net.Conn, v any, limit uint32, idle, body time.
 		c.SetReadDeadline(time.Now().Add(idle))
 	}
 	var hdr [4]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+	if k, err := io.ReadFull(r, hdr[:]); err != nil {
+		if k > 0 && timeoutErr(err) {
+			return 0, fmt.Errorf("%w after %d of 4 header bytes: %w", errMidMessage, k, err)
+		}
 		return 0, err
 	}
 	size := binary.BigEndian.Uint32(hdr[:])
@@ -118,6 +121,9 @@ func readMsgTimed(r io.Reader, c net.Conn, v any, limit uint32, idle, body time.
 	}
 	var buf bytes.Buffer
 	if n, err := buf.ReadFrom(io.LimitReader(r, int64(size))); err != nil {
+		if timeoutErr(err) {
+			return size, fmt.Errorf("%w after %d of %d bytes: %w", errMidMessage, n, size, err)
+		}
 		return size, err
 	} else if n < int64(size) {
 		return size, fmt.Errorf("message cut short after %d of %d bytes: %w", n, size, io.ErrUnexpectedEOF)
@@ -127,6 +133,12 @@ func readMsgTimed(r io.Reader, c net.Conn, v any, limit uint32, idle, body time.
 	}
 	return size, json.Unmarshal(buf.Bytes(), v)
 }
+
+// errMidMessage marks a deadline that passed inside a message, not
+// between messages.
+var errMidMessage = errors.New("deadline passed inside a message")
+
+func midMessage(err error) bool { return errors.Is(err, errMidMessage) }
 
 // timeoutErr reports whether err is a deadline passing.
 func timeoutErr(err error) bool {
@@ -151,6 +163,9 @@ func (n *Node) serveForward(c net.Conn) {
 				n.logger.Printf("forwarding: %s: %v; closing", c.RemoteAddr(), err)
 				c.SetWriteDeadline(time.Now().Add(handshakeTimeout))
 				writeMsg(c, fwdResponse{Err: "forwarded write refused: " + err.Error(), Kind: "invalid"})
+			case timeoutErr(err) && !midMessage(err):
+				// A pooled connection left idle for fwdIdle: the follower
+				// dials again when it next writes.
 			case timeoutErr(err):
 				n.logger.Printf("forwarding: %s: closing: no complete message within the deadline (%v idle, %v per message)", c.RemoteAddr(), n.lim.fwdIdle, n.lim.fwdMsg)
 			case !errors.Is(err, io.EOF) && n.ctx.Err() == nil && !errors.Is(err, net.ErrClosed):

@@ -36,6 +36,10 @@ func keyClusterTLS(gossipKey []byte, node string) (*clusterTLS, error) {
 			return &cert, nil
 		},
 		RootCAs: ca.Pool,
+		// A routed call opens a connection per call: resuming the session
+		// (TLS 1.3 PSK with a fresh ECDHE) skips the certificates'
+		// signatures on every connection after the first to a peer.
+		ClientSessionCache: tls.NewLRUClientSessionCache(256),
 		// As in loadClusterTLS: no host name check (peers are dialled by
 		// addresses no certificate names), the chain is checked below
 		// against the derived CA only.

@@ -46,17 +46,19 @@ const (
 
 // portLimits are the cluster port's deadlines (tests shorten them).
 type portLimits struct {
-	fwdIdle time.Duration // a pooled forwarding connection between writes
-	fwdMsg  time.Duration // one forwarded write (up to an executable) to arrive
-	callMsg time.Duration // a routed call's request (arguments up to 1 MiB)
-	raftMsg time.Duration // one Raft RPC (a snapshot included) once it has started
+	fwdIdle  time.Duration // a pooled forwarding connection between writes
+	fwdMsg   time.Duration // one forwarded write (up to an executable) to arrive
+	callMsg  time.Duration // a routed call's request (arguments up to 1 MiB)
+	callIdle time.Duration // a kept routed-call connection between calls
+	raftMsg  time.Duration // one Raft RPC (a snapshot included) once it has started
 }
 
 var defaultPortLimits = portLimits{
-	fwdIdle: 5 * time.Minute,
-	fwdMsg:  60 * time.Second,
-	callMsg: 10 * time.Second,
-	raftMsg: 5 * time.Minute,
+	fwdIdle:  5 * time.Minute,
+	fwdMsg:   60 * time.Second,
+	callMsg:  10 * time.Second,
+	callIdle: 90 * time.Second,
+	raftMsg:  5 * time.Minute,
 }
 
 var errMuxClosed = errors.New("cluster listener closed")

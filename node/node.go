@@ -49,6 +49,7 @@ type Node struct {
 	tls       *clusterTLS // nil: plain TCP
 	lim       portLimits  // the cluster port's deadlines
 	fwd       fwdPool
+	calls     callPool
 	route     router
 
 	unreachMu sync.Mutex
@@ -590,6 +591,7 @@ func (n *Node) Close() error {
 		}
 		n.wg.Wait()
 		n.fwd.closeAll()
+		n.calls.closeAll()
 		if n.raft != nil {
 			if err := n.raft.Shutdown().Error(); err != nil {
 				n.closeErr = fmt.Errorf("raft shutdown: %w", err)
