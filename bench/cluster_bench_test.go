@@ -352,7 +352,7 @@ type tcluster struct {
 	bin   string
 	root  string
 	nodes []*tnode
-	extra []string                 // flags every node gets (credentials)
+	extra []string                // flags every node gets (credentials)
 	per   func(n *tnode) []string // flags of one node (its certificate), or nil
 }
 
