@@ -13,7 +13,9 @@
 // node that can (route.go). The cluster port carries Raft, forwarded
 // writes, routed calls and the leader's reachability check, told apart by
 // their first byte (mux.go), under mutual TLS when configured
-// (tlsconfig.go).
+// (tlsconfig.go) or TLS with certificates derived from the gossip key
+// (keytls.go), with deadlines, message caps and a connection cap. A node
+// refuses ports that leave loopback without their credential (ports.go).
 //
 // Only node sees every other package; the others stay ignorant of each
 // other (registry ← raftfsm; p9 and cluster stand alone).

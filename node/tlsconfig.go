@@ -148,6 +148,9 @@ func loadClusterTLS(certFile, keyFile, caFile string) (*clusterTLS, error) {
 		// RootCAs is not consulted while InsecureSkipVerify is set; it
 		// is kept so the configuration says what it trusts.
 		RootCAs: pool,
+		// Resumed sessions skip the certificates' signatures on every
+		// connection after the first to a peer (see keyClusterTLS).
+		ClientSessionCache: tls.NewLRUClientSessionCache(256),
 		// InsecureSkipVerify turns off Go's own verification of the
 		// server, which would insist on the dialled host name or IP
 		// being in the certificate. Nodes are addressed by IPs and
