@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -32,7 +33,7 @@ func BenchmarkCallRoutedSecurity(b *testing.B) {
 		fid  *client.Fid
 	}{{name: "creds=off"}, {name: "creds=key", key: testKey(7)}}
 	for i := range sides {
-		sides[i].fid = routedPair(b, sides[i].name, sides[i].key)
+		_, sides[i].fid = routedPair(b, sides[i].name, sides[i].key)
 	}
 	for round := range 3 {
 		for _, s := range sides {
@@ -45,7 +46,7 @@ func BenchmarkCallRoutedSecurity(b *testing.B) {
 
 // routedPair starts n1 and n2 (which alone can run "there"), with key as
 // their gossip key, and returns n1's call fid of an agent that loaded it.
-func routedPair(b *testing.B, name string, key []byte) *client.Fid {
+func routedPair(b testing.TB, name string, key []byte) (*Node, *client.Fid) {
 	root := b.TempDir()
 	n1 := startKeyedHost(b, "n1", root, nil, key)
 	startKeyedHost(b, "n2", root, []string{"frob"}, key, n1.gossip.LocalAddr())
@@ -64,7 +65,54 @@ func routedPair(b *testing.B, name string, key []byte) *client.Fid {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { fid.Close() })
-	return fid
+	return n1, fid
+}
+
+// Routed calls to one node take turns on one kept connection, through the
+// gossip key's TLS.
+func Test_Route_CallsKeepTheirConnection(t *testing.T) {
+	n1, fid := routedPair(t, "keyed", testKey(9))
+	kept := func() []net.Conn {
+		n1.calls.mu.Lock()
+		defer n1.calls.mu.Unlock()
+		var out []net.Conn
+		for _, cs := range n1.calls.idle {
+			for _, pc := range cs {
+				out = append(out, pc.c)
+			}
+		}
+		return out
+	}
+	call := func() {
+		t.Helper()
+		if _, err := fid.WriteAt([]byte(`there {"x":1}`), 0); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 64)
+		if k, err := fid.ReadAt(buf, 0); (err != nil && err != io.EOF) || string(buf[:k]) != `{"x":1}` {
+			t.Fatalf("call answered %q, %v", buf[:k], err)
+		}
+	}
+	call()
+	first := kept()
+	if len(first) != 1 {
+		t.Fatalf("%d connections kept after a routed call, want 1", len(first))
+	}
+	if tlsConn(first[0]) == nil {
+		t.Fatal("the kept connection is not TLS")
+	}
+	for range 3 {
+		call()
+	}
+	if now := kept(); len(now) != 1 || now[0] != first[0] {
+		t.Fatalf("after four calls: %d kept, the first one among them: %v", len(now), len(now) == 1 && now[0] == first[0])
+	}
+	// A kept connection the runner closed is not used: the next call dials.
+	first[0].Close()
+	call()
+	if now := kept(); len(now) != 1 || now[0] == first[0] {
+		t.Fatal("a closed connection was kept or reused")
+	}
 }
 
 func callLoop(b *testing.B, fid *client.Fid, tool string) {
