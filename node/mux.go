@@ -76,6 +76,12 @@ type mux struct {
 	lastLog  atomic.Int64 // unix nanoseconds of the last rejection log line
 	logf     func(string, ...any)
 
+	// live are the accepted connections still open: closing the mux
+	// closes them, so a peer waiting on one (a Raft pipeline, a kept
+	// call) sees the node go instead of waiting for an answer.
+	mu   sync.Mutex
+	live map[*slotConn]struct{}
+
 	wg   sync.WaitGroup
 	once sync.Once
 }
@@ -89,6 +95,7 @@ func newMux(ln net.Listener, maxConns int, logf func(string, ...any)) *mux {
 		raft:  &muxListener{addr: ln.Addr(), conns: make(chan net.Conn, 16), done: make(chan struct{})},
 		slots: make(chan struct{}, maxConns),
 		logf:  logf,
+		live:  map[*slotConn]struct{}{},
 	}
 }
 
@@ -107,7 +114,17 @@ func (m *mux) serve(route func(net.Conn)) {
 				m.reject(c)
 				continue
 			}
-			c = &slotConn{Conn: c, release: func() { <-m.slots }}
+			sc := &slotConn{Conn: c}
+			sc.release = func() {
+				m.mu.Lock()
+				delete(m.live, sc)
+				m.mu.Unlock()
+				<-m.slots
+			}
+			m.mu.Lock()
+			m.live[sc] = struct{}{}
+			m.mu.Unlock()
+			c = sc
 			m.wg.Add(1)
 			go func() {
 				defer m.wg.Done()
@@ -149,6 +166,15 @@ func (m *mux) close() {
 	m.once.Do(func() {
 		m.ln.Close()
 		m.raft.Close()
+		m.mu.Lock()
+		live := make([]*slotConn, 0, len(m.live))
+		for c := range m.live {
+			live = append(live, c)
+		}
+		m.mu.Unlock()
+		for _, c := range live {
+			c.Close()
+		}
 	})
 	m.wg.Wait()
 }

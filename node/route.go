@@ -247,6 +247,9 @@ func (p *callPool) closeAll() {
 // callIdle.
 func (n *Node) serveCall(c net.Conn) {
 	defer c.Close()
+	// A node that stops closes the connections it keeps for callers.
+	stop := context.AfterFunc(n.ctx, func() { c.Close() })
+	defer stop()
 	br := bufio.NewReader(c)
 	for first := true; ; first = false {
 		idle := n.lim.callIdle
