@@ -71,6 +71,9 @@ HEALTHCHECK --interval=5s --timeout=3s --start-period=15s --retries=5 \
 # /etc/toolnode/secrets/gossip.key) in the environment, adds the node's
 # certificates from /etc/toolnode/secrets when they are there, and
 # -advertise "$(hostname)" when no -advertise is given; `secrets NODE...`
-# makes the key and certificates (deploy/entrypoint.sh).
+# makes the key and certificates (deploy/entrypoint.sh). Without them a
+# node listening on 0.0.0.0 refuses to start and names the flag it lacks:
+# run the secrets step into a volume mounted at /etc/toolnode/secrets (as
+# docker-compose.yml does), or give your own key and certificates.
 ENTRYPOINT ["toolnode-entrypoint"]
 CMD ["serve", "-data", "/var/lib/toolnode", "-tools", "/opt/toolnode/tools", "-agents", "/opt/toolnode/agents", "-9p", "0.0.0.0:9564", "-gossip", "0.0.0.0:7946", "-cluster", "0.0.0.0:9565"]
