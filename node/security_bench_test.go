@@ -229,3 +229,57 @@ func pingServer(b *testing.B, t *clusterTLS) string {
 	b.Cleanup(func() { m.close(); n.cancel() })
 	return ln.Addr().String()
 }
+
+// BenchmarkClusterPortRoundTrip: what the credentials cost a request on a
+// kept connection (a routed call after the first to a node, a forwarded
+// write): 256 bytes there and back over loopback, plain TCP against the
+// gossip key's TLS 1.3.
+func BenchmarkClusterPortRoundTrip(b *testing.B) {
+	server := mustKeyTLS(b, testKey(4), "server")
+	client := mustKeyTLS(b, testKey(4), "client")
+	for _, tc := range []struct {
+		name           string
+		server, client *clusterTLS
+	}{
+		{"creds=off", nil, nil},
+		{"creds=key", server, client},
+	} {
+		raw := listen(b)
+		ln := tc.server.wrapListener(raw)
+		go func() {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			buf := make([]byte, 256)
+			for {
+				if _, err := io.ReadFull(c, buf); err != nil {
+					return
+				}
+				if _, err := c.Write(buf); err != nil {
+					return
+				}
+			}
+		}()
+		c, err := tc.client.dial(raw.Addr().String(), 5*time.Second)
+		if err != nil {
+			b.Fatal(err)
+		}
+		msg, buf := make([]byte, 256), make([]byte, 256)
+		b.Run(tc.name, func(b *testing.B) {
+			cpu0 := cpuTime()
+			for i := 0; i < b.N; i++ {
+				if _, err := c.Write(msg); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := io.ReadFull(c, buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+		})
+		c.Close()
+		ln.Close()
+	}
+}
