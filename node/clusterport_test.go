@@ -342,3 +342,42 @@ func Test_ClusterPort_TLSUtilCertificates(t *testing.T) {
 	}
 	tlsTestNextResult(t, results)
 }
+
+// Raft's server side: a request that has begun must finish within the
+// deadline; between requests a connection may idle (the control: the same
+// connection with no request started is still open after the deadline).
+func Test_ClusterPort_RaftMessageDeadline(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	rc := &raftConn{Conn: b, timeout: 100 * time.Millisecond}
+	defer rc.Close()
+	read := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			if _, err := rc.Read(buf); err != nil {
+				read <- err
+				return
+			}
+		}
+	}()
+	// Idle: nothing sent, nothing times out.
+	select {
+	case err := <-read:
+		t.Fatalf("an idle connection failed: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	// A request begins and stalls.
+	a.SetWriteDeadline(time.Now().Add(time.Second))
+	if _, err := a.Write([]byte{1, 2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-read:
+		if !timeoutErr(err) {
+			t.Fatalf("a stalled request ended with %v, want the deadline", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a stalled request was waited on for 5 s")
+	}
+}
