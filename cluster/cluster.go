@@ -84,6 +84,10 @@ type Cluster struct {
 
 	mu   sync.Mutex
 	meta Meta
+	// updating serializes memberlist's UpdateNode, which is not safe to
+	// call from two goroutines (SetMeta from the node's advertiser racing
+	// Leave at stop).
+	updating sync.Mutex
 	// members is this node's copy of the membership, kept from memberlist's
 	// events (which it calls under its own lock): the nodes memberlist
 	// hands out are shared with its goroutines and cannot be read safely.
@@ -251,6 +255,8 @@ func (c *Cluster) SetMeta(m Meta) error {
 	if !changed {
 		return nil
 	}
+	c.updating.Lock()
+	defer c.updating.Unlock()
 	return c.ml.UpdateNode(5 * time.Second)
 }
 
@@ -259,10 +265,13 @@ func (c *Cluster) Leave(timeout time.Duration) error {
 	c.mu.Lock()
 	c.meta.Leaving = true
 	c.mu.Unlock()
-	if err := c.ml.UpdateNode(timeout / 4); err != nil {
+	c.updating.Lock()
+	err := c.ml.UpdateNode(timeout / 4)
+	c.updating.Unlock()
+	if err != nil {
 		c.logger.Printf("cluster: announcing the leave: %v", err)
 	}
-	err := c.ml.Leave(timeout)
+	err = c.ml.Leave(timeout)
 	if serr := c.Shutdown(); err == nil {
 		err = serr
 	}
