@@ -352,6 +352,8 @@ type tcluster struct {
 	bin   string
 	root  string
 	nodes []*tnode
+	extra []string                // flags every node gets (credentials)
+	per   func(n *tnode) []string // flags of one node (its certificate), or nil
 }
 
 func newTCluster(tb testing.TB) *tcluster {
@@ -395,6 +397,10 @@ func (c *tcluster) start(n *tnode) {
 	if len(n.join) > 0 {
 		args = append(args, "-join", strings.Join(n.join, ","))
 	}
+	args = append(args, c.extra...)
+	if c.per != nil {
+		args = append(args, c.per(n)...)
+	}
 	n.p = startProc(c.tb, childEnv("XDG_CONFIG_HOME="+n.config), c.bin, args...)
 	p := n.p
 	c.tb.Cleanup(p.kill)
@@ -414,7 +420,13 @@ func (c *tcluster) ready(n *tnode) {
 // returns when every node is an alive voter.
 func startCluster(tb testing.TB, size int) *tcluster {
 	tb.Helper()
-	c := newTCluster(tb)
+	return startClusterOf(tb, newTCluster(tb), size)
+}
+
+// startClusterOf is startCluster on a cluster made (and given its flags)
+// by the caller.
+func startClusterOf(tb testing.TB, c *tcluster, size int) *tcluster {
+	tb.Helper()
 	first := c.add("n1", nil)
 	c.start(first)
 	c.ready(first)

@@ -57,6 +57,15 @@ type Config struct {
 	// none on any other (DESIGN §7).
 	P9Anon string
 
+	// Insecure starts the node even when a port leaves loopback without
+	// its credential (DESIGN §7 "Ports"; ports.go), and says so loudly in
+	// the log at every start.
+	Insecure bool
+	// MaxClusterConns bounds the cluster port's concurrent connections;
+	// default DefaultMaxClusterConns. Excess connections are closed at once,
+	// with a log line.
+	MaxClusterConns int
+
 	// ResolveEvery is how often variants are re-resolved against the host
 	// (a binary can be installed later). Default 30s.
 	ResolveEvery time.Duration
@@ -166,6 +175,12 @@ func (c *Config) fill() error {
 	}
 	if c.Logger == nil {
 		c.Logger, _ = logx.New(c.LogOutput, logx.Text, slog.LevelInfo)
+	}
+	if c.MaxClusterConns <= 0 {
+		c.MaxClusterConns = DefaultMaxClusterConns
+	}
+	if _, err := c.checkPorts(); err != nil {
+		return err
 	}
 	return nil
 }

@@ -13,7 +13,10 @@
 // node that can (route.go). The cluster port carries Raft, forwarded
 // writes, routed calls and the leader's reachability check, told apart by
 // their first byte (mux.go), under mutual TLS when configured
-// (tlsconfig.go). It checks 9P attaches against the tokens in its FSM,
+// (tlsconfig.go) or TLS with certificates derived from the gossip key
+// (keytls.go), with deadlines, message caps and a connection cap. A node
+// refuses ports that leave loopback without their credential (ports.go).
+// It checks 9P attaches against the tokens in its FSM,
 // serves token/, ends a revoked token's connections and makes its own
 // admin token at first start (tokens.go). With Config.AuditFile, every
 // 9P fid is served through a Backend that records its state changes and

@@ -222,16 +222,3 @@ func (m *mcpServer) drop(id string) {
 		s.end()
 	}
 }
-
-// loopbackAddr reports whether a listen address is on loopback.
-func loopbackAddr(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}

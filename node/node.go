@@ -52,7 +52,9 @@ type Node struct {
 	transport raft.Transport
 	mux       *mux        // nil when Config.RaftTransport is given
 	tls       *clusterTLS // nil: plain TCP
+	lim       portLimits  // the cluster port's deadlines
 	fwd       fwdPool
+	callConns callPool
 	route     router
 
 	unreachMu sync.Mutex
@@ -103,6 +105,7 @@ func New(cfg Config) (n *Node, err error) {
 		logger:    log.New(logx.Writer(cfg.Logger, slog.LevelInfo), "", 0),
 		reconcile: make(chan struct{}, 1),
 		metaKick:  make(chan struct{}, 1),
+		lim:       defaultPortLimits,
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.events = newEventLog(4096)
@@ -131,6 +134,12 @@ func New(cfg Config) (n *Node, err error) {
 	if n.tls, err = loadClusterTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSCA); err != nil {
 		return nil, err
 	}
+	if n.tls == nil && len(cfg.EncryptKey) > 0 {
+		if n.tls, err = keyClusterTLS(cfg.EncryptKey, cfg.Name); err != nil {
+			return nil, err
+		}
+	}
+	n.logPortSecurity()
 	if cfg.AuditFile != "" {
 		if n.audit, err = audit.Open(cfg.AuditFile, n.logger.Printf); err != nil {
 			return nil, err
@@ -305,7 +314,7 @@ func (n *Node) startClusterPort(hl hclog.Logger) error {
 		ln.Close()
 		return err
 	}
-	n.mux = newMux(n.tls.wrapListener(ln))
+	n.mux = newMux(n.tls.wrapListener(ln), n.cfg.MaxClusterConns, n.logger.Printf)
 	n.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  &raftLayer{muxListener: n.mux.raft, advertise: adv, n: n},
 		MaxPool: 3,
@@ -695,6 +704,7 @@ func (n *Node) Close() error {
 				n.logger.Printf("removing the cgroups of calls: %v", err)
 			}
 		}
+		n.callConns.closeAll()
 		if n.raft != nil {
 			if err := n.raft.Shutdown().Error(); err != nil {
 				n.closeErr = fmt.Errorf("raft shutdown: %w", err)

@@ -22,6 +22,9 @@ const usage = `usage:
   toolnode mcp [-a ADDR] [-profile P]     an MCP server on stdin/stdout for one agent
   toolnode token [-a ADDR] [-data DIR] new -role ROLE NAME | ls | revoke NAME
   toolnode keygen                          print a new gossip key
+  toolnode tls ca [-dir D] [-days N]       make a CA: toolnode-ca.pem, toolnode-ca-key.pem
+  toolnode tls cert -node NAME [-host H,...] [-dir D] [-ca FILE -ca-key FILE] [-days N]
+                                           make a node certificate: NAME.pem, NAME-key.pem
 `
 
 func main() {
@@ -46,6 +49,8 @@ func main() {
 		err = token(args)
 	case "keygen":
 		err = keygen()
+	case "tls":
+		err = tlsCmd(args)
 	case "help":
 		fmt.Print(usage)
 	default:
