@@ -330,6 +330,8 @@ func (n *Node) startGossip() error {
 		Meta:      n.meta(),
 		LogOutput: filteredLog{n.cfg.LogOutput},
 		Transport: n.cfg.GossipTransport,
+
+		ReconnectTimeout: n.cfg.ReconnectTimeout,
 	})
 	if err != nil {
 		return err

@@ -49,9 +49,13 @@ func serve(args []string) error {
 	fs.BoolVar(&cfg.Yolo, "yolo", false, "run tools without the sandbox")
 	fs.StringVar(&cfg.P9Anon, "9p-anon", "", "role of a 9P attach without a token: none, read, call, publish or admin (default: admin on loopback, else none)")
 	fs.StringVar(&cfg.AuditFile, "audit", "", "append one JSON line per state change and per call to `FILE` (reopened on SIGHUP)")
+	fs.DurationVar(&cfg.ReconnectTimeout, "reconnect-timeout", 24*time.Hour, "how long a failed gossip member is tried again before it is forgotten (0: never tried again)")
 	fs.BoolVar(&useExamp, "examples", false, "serve the built-in example tools and profiles (unless -tools/-agents are given)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if cfg.ReconnectTimeout <= 0 {
+		cfg.ReconnectTimeout = -1 // off: cluster reads 0 as its default
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
