@@ -279,10 +279,12 @@ func Test_E2E_Partition_LeaderCutOff(t *testing.T) {
 			hosts[0].addTool(t, lzTool(c, k), "A tool of the partition test.")
 		}
 	}
-	for _, n := range hosts {
+	for i, n := range hosts {
 		n.launch(t, append(environ, "XDG_CONFIG_HOME="+n.e.config))
+		if i == 0 {
+			n.waitServing(t, 60*time.Second) // the others join it
+		}
 	}
-	hosts[0].waitServing(t, 60*time.Second)
 	_, formed := waitFormed(t, 60*time.Second, nodes...)
 	t.Logf("five nodes formed one cluster in %v", formed.Round(time.Millisecond))
 	mustAsk9(t, nodes[0], "session/new", "name=lz")
