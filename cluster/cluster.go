@@ -34,6 +34,13 @@ type Config struct {
 	// Transport replaces memberlist's network transport (tests use
 	// memberlist's MockNetwork); nil uses real UDP/TCP on BindAddr.
 	Transport memberlist.Transport
+	// ReconnectInterval is how often a failed member is tried again
+	// (reconnect.go); 0 means DefaultReconnectInterval.
+	ReconnectInterval time.Duration
+	// ReconnectTimeout is how long a failed member is tried again before
+	// it is forgotten; 0 means DefaultReconnectTimeout, and a negative
+	// value turns reconnecting off.
+	ReconnectTimeout time.Duration
 }
 
 // Meta is what a node advertises in memberlist node meta.
@@ -105,6 +112,9 @@ type Cluster struct {
 	kick chan struct{}                    // wakes syncLoop
 	stop chan struct{}                    // closed by Shutdown
 	once sync.Once
+
+	reconnectEvery, reconnectFor time.Duration   // reconnect.go
+	trying                       map[string]bool // members a reconnect is under way to; under mu
 }
 
 type tracked struct {
@@ -123,7 +133,17 @@ func Start(cfg Config) (*Cluster, error) {
 	}
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = cfg.Name
+	// A node restarted under the same name at a new address is taken back
+	// once it has been dead this long, as consul does.
+	mc.DeadNodeReclaimTime = 30 * time.Second
 	c := newCluster(mc.Name, cfg.Meta, log.New(out, "", log.LstdFlags))
+	c.reconnectEvery, c.reconnectFor = cfg.ReconnectInterval, cfg.ReconnectTimeout
+	if c.reconnectEvery <= 0 {
+		c.reconnectEvery = DefaultReconnectInterval
+	}
+	if c.reconnectFor == 0 {
+		c.reconnectFor = DefaultReconnectTimeout
+	}
 	if cfg.LogOutput != nil {
 		mc.LogOutput = cfg.LogOutput
 	}
@@ -160,6 +180,9 @@ func Start(cfg Config) (*Cluster, error) {
 	c.ml = ml
 	c.addr = ml.LocalNode().Address()
 	go c.syncLoop()
+	if c.reconnectFor > 0 {
+		go c.reconnectLoop()
+	}
 	return c, nil
 }
 
@@ -173,6 +196,7 @@ func newCluster(name string, meta Meta, logger *log.Logger) *Cluster {
 		members: map[string]tracked{},
 		caps:    map[string]map[string]entry{},
 		syncTo:  map[string]bool{},
+		trying:  map[string]bool{},
 		kick:    make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 	}

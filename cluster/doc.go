@@ -21,6 +21,12 @@
 // table, so a node memberlist calls dead, or one leaving, is never chosen.
 // The wire format is in wire.go.
 //
+// It heals partitions (reconnect.go): memberlist forgets a dead node
+// after GossipToTheDeadTime and never contacts it again, so this package
+// keeps every failed (not departed) member with its address and, as serf
+// does, joins one of them at random every ReconnectInterval until
+// ReconnectTimeout has passed since it failed.
+//
 // It knows nothing of Raft or 9P: the node reads Members, Events and
 // Capable and decides what they mean for the replicated state and for
 // routing calls.

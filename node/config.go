@@ -37,6 +37,10 @@ type Config struct {
 	TLSKey      string
 	TLSCA       string
 
+	// ReconnectTimeout is how long a failed gossip member is tried again
+	// before it is forgotten; 0 = 24 h, negative = never tried again.
+	ReconnectTimeout time.Duration
+
 	MCPAddr     string // MCP over Streamable HTTP (loopback); "" = off
 	MetricsAddr string // /metrics, /healthz, /readyz (loopback); "" = off
 

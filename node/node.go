@@ -363,6 +363,8 @@ func (n *Node) startGossip() error {
 		Meta:      n.meta(),
 		LogOutput: n.gossipLogOutput(),
 		Transport: n.cfg.GossipTransport,
+
+		ReconnectTimeout: n.cfg.ReconnectTimeout,
 	})
 	if err != nil {
 		return err

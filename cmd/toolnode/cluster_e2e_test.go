@@ -221,7 +221,7 @@ type conn9 struct {
 }
 
 func dial9(addr string, d time.Duration) (*conn9, error) {
-	nc, err := net.DialTimeout("tcp", addr, d)
+	nc, err := dialTest(addr, d)
 	if err != nil {
 		return nil, err
 	}
@@ -1083,6 +1083,7 @@ type lzClient struct {
 	conn    *conn9
 	on      string // the node conn is to
 	ops     []porcupine.Operation
+	longest time.Duration // the slowest write, answered or not
 	counts  map[string]int
 	answers map[string]int // the error texts seen, for the log
 }
@@ -1131,6 +1132,7 @@ func (c *lzClient) run(stop <-chan struct{}) {
 		call := c.now()
 		_, err := c.conn.ask(lzAgent+"ctl", "tool_"+in.op+" "+lzTool(c.id, in.tool), 15*time.Second)
 		ret := c.now()
+		c.longest = max(c.longest, time.Duration(ret-call))
 		res, answered := lzClassify(err)
 		c.counts[res.String()]++
 		if err != nil {

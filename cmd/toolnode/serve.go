@@ -59,6 +59,7 @@ func serve(args []string) (err error) {
 	fs.StringVar(&workdirs, "workdirs", "", "trees a session cwd must lie in, comma-separated")
 	fs.StringVar(&toolEnv, "tool-env", "", "extra variables passed to tools, comma-separated (NAME or PREFIX*)")
 	fs.BoolVar(&cfg.Insecure, "insecure", false, "start even when a port leaves loopback without its credential (logged loudly)")
+	fs.DurationVar(&cfg.ReconnectTimeout, "reconnect-timeout", 24*time.Hour, "how long a failed gossip member is tried again before it is forgotten (0: never tried again)")
 	fs.BoolVar(&useExamp, "examples", false, "serve the built-in example tools and profiles (unless -tools/-agents are given)")
 	logLevel := fs.String("log-level", "info", "least level logged: debug, info, warn or error")
 	logFormat := fs.String("log-format", logx.Text, "log format on stderr: text (key=value) or json")
@@ -77,6 +78,9 @@ func serve(args []string) (err error) {
 			err = errReported
 		}
 	}()
+	if cfg.ReconnectTimeout <= 0 {
+		cfg.ReconnectTimeout = -1 // off: cluster reads 0 as its default
+	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
