@@ -49,6 +49,7 @@ var errKinds = map[string]error{
 	"invalid":   raftfsm.ErrInvalid,
 	"notleader": raft.ErrNotLeader,
 	"noleader":  ErrNoLeader,
+	"ambiguous": errAmbiguous,
 }
 
 func errKind(err error) string {
@@ -126,6 +127,7 @@ func (n *Node) serveForward(c net.Conn) {
 			resp.Err, resp.Kind = err.Error(), errKind(err)
 		} else {
 			resp.Index, resp.Name = index, r.Name
+			n.nudgeFollowers()
 		}
 		if err := writeMsg(c, resp); err != nil {
 			return
@@ -205,7 +207,7 @@ func (n *Node) forward(addr string, cmd []byte, timeout time.Duration) (fwdRespo
 	c := n.fwd.get(addr)
 	if c == nil {
 		var err error
-		if c, err = n.dialCluster(addr, protoForward, timeout); err != nil {
+		if c, err = n.dialCluster(addr, protoForward, min(timeout, fwdDialTimeout)); err != nil {
 			return resp, fmt.Errorf("%w: %v", errUnsent, err)
 		}
 	}
@@ -218,7 +220,7 @@ func (n *Node) forward(addr string, cmd []byte, timeout time.Duration) (fwdRespo
 	}
 	if err := readMsg(c, &resp); err != nil {
 		c.Close()
-		return resp, fmt.Errorf("the leader at %s did not answer (%v); the write may or may not have been applied", addr, err)
+		return resp, fmt.Errorf("the leader at %s did not answer (%v): %w", addr, err, errAmbiguous)
 	}
 	c.SetDeadline(time.Time{})
 	n.fwd.put(addr, c)
