@@ -205,7 +205,7 @@ func (n *Node) raftConfig(hl hclog.Logger) *raft.Config {
 	// nudges followers after each forwarded write instead (retry.go), and
 	// CommitTimeout stays at the library's default: the 5 ms it once was
 	// cost ~15% of a core of idle heartbeats on a three-node cluster.
-	rc.CommitTimeout = 50 * time.Millisecond
+	rc.CommitTimeout = n.cfg.CommitTimeout
 	rc.SnapshotThreshold = 4096
 	rc.TrailingLogs = 4096
 	return rc

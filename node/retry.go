@@ -65,6 +65,9 @@ type nudger struct {
 }
 
 func (n *Node) nudgeFollowers() {
+	if n.cfg.NoNudge {
+		return
+	}
 	n.nudge.want.Store(true)
 	if !n.nudge.running.CompareAndSwap(false, true) {
 		return

@@ -49,6 +49,8 @@ func serve(args []string) error {
 	fs.BoolVar(&cfg.Yolo, "yolo", false, "run tools without the sandbox")
 	fs.StringVar(&cfg.P9Anon, "9p-anon", "", "role of a 9P attach without a token: none, read, call, publish or admin (default: admin on loopback, else none)")
 	fs.StringVar(&cfg.AuditFile, "audit", "", "append one JSON line per state change and per call to `FILE` (reopened on SIGHUP)")
+	fs.DurationVar(&cfg.CommitTimeout, "raft-commit-timeout", node.DefaultCommitTimeout, "how long an idle Raft leader waits before sending followers the commit index (tuning)")
+	fs.BoolVar(&cfg.NoNudge, "raft-no-nudge", false, "do not tell followers at once that a forwarded write committed (measurement only)")
 	fs.BoolVar(&useExamp, "examples", false, "serve the built-in example tools and profiles (unless -tools/-agents are given)")
 	if err := fs.Parse(args); err != nil {
 		return err
