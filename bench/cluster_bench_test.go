@@ -352,6 +352,7 @@ type tcluster struct {
 	bin   string
 	root  string
 	nodes []*tnode
+	flags []string // given to every node (forward_bench_test.go)
 }
 
 func newTCluster(tb testing.TB) *tcluster {
@@ -395,6 +396,7 @@ func (c *tcluster) start(n *tnode) {
 	if len(n.join) > 0 {
 		args = append(args, "-join", strings.Join(n.join, ","))
 	}
+	args = append(args, c.flags...)
 	n.p = startProc(c.tb, childEnv("XDG_CONFIG_HOME="+n.config), c.bin, args...)
 	p := n.p
 	c.tb.Cleanup(p.kill)
@@ -412,9 +414,10 @@ func (c *tcluster) ready(n *tnode) {
 
 // startCluster starts size nodes: n1 bootstraps, the others join it; it
 // returns when every node is an alive voter.
-func startCluster(tb testing.TB, size int) *tcluster {
+func startCluster(tb testing.TB, size int, flags ...string) *tcluster {
 	tb.Helper()
 	c := newTCluster(tb)
+	c.flags = flags
 	first := c.add("n1", nil)
 	c.start(first)
 	c.ready(first)
@@ -425,7 +428,7 @@ func startCluster(tb testing.TB, size int) *tcluster {
 	for _, n := range c.nodes[1:] {
 		c.ready(n)
 	}
-	c.waitVoters(first, size, 60*time.Second)
+	c.waitVoters(first, min(size, 5), 60*time.Second)
 	return c
 }
 
