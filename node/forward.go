@@ -30,7 +30,8 @@ import (
 const maxForward = 4*MaxExecutable/3 + 1<<20
 
 type fwdRequest struct {
-	Cmd []byte `json:"cmd"`
+	Cmd  []byte `json:"cmd"`
+	Read bool   `json:"read,omitempty"` // a ReadIndex: no Cmd (readindex.go)
 }
 
 type fwdResponse struct {
@@ -115,6 +116,12 @@ func (n *Node) serveForward(c net.Conn) {
 				n.logger.Printf("forwarding: %s: %v", c.RemoteAddr(), err)
 			}
 			return
+		}
+		if req.Read {
+			if err := writeMsg(c, n.serveReadIndex()); err != nil {
+				return
+			}
+			continue
 		}
 		if len(req.Cmd) == 0 {
 			n.logger.Printf("forwarding: %s sent an empty command; closing", c.RemoteAddr())

@@ -51,7 +51,8 @@ type Node struct {
 	mux       *mux        // nil when Config.RaftTransport is given
 	tls       *clusterTLS // nil: plain TCP
 	fwd       fwdPool
-	nudge     nudger // retry.go
+	nudge     nudger    // retry.go
+	ri        readIndex // readindex.go
 	route     router
 
 	unreachMu sync.Mutex

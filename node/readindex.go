@@ -1,0 +1,122 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Reads of agent state on a follower are never silently stale: before a
+// follower answers one it asks the leader for its commit index (a
+// ReadIndex, over the forwarding connection) and waits until its own FSM
+// has applied that far. A node that restarted, or lags, thus answers with
+// every write acknowledged before the read, or with an error saying it is
+// catching up. The leader's own state is current: it acknowledges a write
+// only once its FSM has applied it.
+
+const (
+	// readIndexFresh: a commit index fetched this recently serves later
+	// reads too, so a walk, open and read of one file cost one round trip
+	// to the leader. A write acknowledged within this window before a
+	// read may be missed by it.
+	readIndexFresh = 10 * time.Millisecond
+	// readIndexWait bounds how long a read waits for this node to apply
+	// up to the leader's commit index before it answers "catching up".
+	readIndexWait = 2 * time.Second
+)
+
+// readIndex caches the last commit index fetched from the leader.
+type readIndex struct {
+	mu    sync.Mutex // held across the fetch: one at a time
+	at    time.Time  // when the fetch that got index started
+	index uint64
+}
+
+// errCatchingUp wraps the answer of a node that cannot yet show every
+// acknowledged write.
+var errCatchingUp = errors.New("catching up")
+
+// caughtUp returns nil once this node has applied every write the leader
+// had committed when the read began (at most readIndexFresh before), or an
+// error wrapping errCatchingUp.
+func (n *Node) caughtUp() error {
+	if n.raft == nil || n.raft.State() == raft.Leader {
+		return nil
+	}
+	index, err := n.leaderCommitIndex()
+	if err != nil {
+		return fmt.Errorf("%w: this node cannot confirm with the leader that it is current: %v", errCatchingUp, err)
+	}
+	done := make(chan struct{})
+	t := time.AfterFunc(readIndexWait, func() { close(done) })
+	defer t.Stop()
+	if !n.fsm.WaitApplied(index, done) {
+		return fmt.Errorf("%w: this node has applied the log up to %d of the leader's %d; try again", errCatchingUp, n.fsm.LastIndex(), index)
+	}
+	return nil
+}
+
+// leaderCommitIndex asks the leader for its commit index, or returns one
+// fetched within readIndexFresh.
+func (n *Node) leaderCommitIndex() (uint64, error) {
+	n.ri.mu.Lock()
+	defer n.ri.mu.Unlock()
+	if time.Since(n.ri.at) < readIndexFresh {
+		return n.ri.index, nil
+	}
+	addr, _ := n.raft.LeaderWithID()
+	if addr == "" {
+		return 0, ErrNoLeader
+	}
+	start := time.Now()
+	resp, err := n.ask(string(addr), fwdRequest{Read: true}, fwdDialTimeout)
+	if err != nil {
+		return 0, err
+	}
+	if resp.Err != "" {
+		return 0, errors.New(resp.Err)
+	}
+	n.ri.at, n.ri.index = start, resp.Index
+	return resp.Index, nil
+}
+
+// serveReadIndex answers a follower's ReadIndex: the commit index, once
+// this node has confirmed with a quorum that it still leads (a deposed
+// leader's index could be behind).
+func (n *Node) serveReadIndex() fwdResponse {
+	if n.raft.State() != raft.Leader {
+		return fwdResponse{Err: "this node is no longer the leader", Kind: "notleader"}
+	}
+	if err := n.raft.VerifyLeader().Error(); err != nil {
+		return fwdResponse{Err: "this node could not confirm it leads: " + err.Error(), Kind: "notleader"}
+	}
+	return fwdResponse{Index: n.raft.CommitIndex()}
+}
+
+// ask sends one request to the leader at addr on a pooled forwarding
+// connection and returns its answer; for requests that change nothing.
+func (n *Node) ask(addr string, req fwdRequest, timeout time.Duration) (fwdResponse, error) {
+	var resp fwdResponse
+	c := n.fwd.get(addr)
+	if c == nil {
+		var err error
+		if c, err = n.dialCluster(addr, protoForward, timeout); err != nil {
+			return resp, err
+		}
+	}
+	c.SetDeadline(time.Now().Add(timeout))
+	if err := writeMsg(c, req); err != nil {
+		c.Close()
+		return resp, err
+	}
+	if err := readMsg(c, &resp); err != nil {
+		c.Close()
+		return resp, fmt.Errorf("the leader at %s did not answer: %v", addr, err)
+	}
+	c.SetDeadline(time.Time{})
+	n.fwd.put(addr, c)
+	return resp, nil
+}
