@@ -105,3 +105,43 @@ func cpuTicks(b *testing.B, c *tcluster) int64 {
 	}
 	return sum
 }
+
+// BenchmarkAgentReads measures one client reading an agent's loaded set
+// (walk, open, read, clunk of session/S/agent/A/tools) on the leader,
+// which answers from its own state, and on a follower, which first checks
+// the leader's commit index (a ReadIndex round trip, shared by the reads
+// of 10 ms).
+func BenchmarkAgentReads(b *testing.B) {
+	c := startCluster(b, 3)
+	leader := c.waitVoters(c.nodes[0], 3, 60*time.Second)
+	order := c.leaderFirst(leader)
+	admin, err := dial9(order[0].p9)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer admin.close()
+	if _, err := admin.ask("session/new", "name=bench"); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := admin.ask("session/bench/agent/new", "name=r"); err != nil {
+		b.Fatal(err)
+	}
+	for _, where := range []struct {
+		name string
+		n    *tnode
+	}{{"leader", order[0]}, {"follower", order[1]}} {
+		b.Run(where.name, func(b *testing.B) {
+			conn, err := dial9(where.n.p9)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer conn.close()
+			b.ResetTimer()
+			for range b.N {
+				if _, err := conn.read("session/bench/agent/r/tools"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

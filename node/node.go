@@ -605,6 +605,10 @@ func (n *Node) applyOnce(t raftfsm.CommandType, data []byte, timeout time.Durati
 	if resp.Err != "" {
 		return raftfsm.Result{}, &remoteError{msg: resp.Err, kind: errKinds[resp.Kind]}
 	}
+	if appliedLater(t) {
+		n.ri.ack(resp.Index)
+		return raftfsm.Result{Name: resp.Name}, nil
+	}
 	done := make(chan struct{})
 	tm := time.AfterFunc(timeout, func() { close(done) })
 	defer tm.Stop()

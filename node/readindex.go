@@ -4,9 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/toolnode/toolnode/raftfsm"
 )
 
 // Reads of agent state on a follower are never silently stale: before a
@@ -28,11 +31,34 @@ const (
 	readIndexWait = 2 * time.Second
 )
 
-// readIndex caches the last commit index fetched from the leader.
+// readIndex caches the last commit index fetched from the leader, and
+// holds the highest index of a write acknowledged through this node before
+// this node applied it (see appliedLater).
 type readIndex struct {
 	mu    sync.Mutex // held across the fetch: one at a time
 	at    time.Time  // when the fetch that got index started
 	index uint64
+
+	acked atomic.Uint64
+}
+
+// ack records that a write at index was acknowledged through this node.
+func (r *readIndex) ack(index uint64) {
+	for {
+		old := r.acked.Load()
+		if index <= old || r.acked.CompareAndSwap(old, index) {
+			return
+		}
+	}
+}
+
+// appliedLater: a forwarded command whose effect only agent reads show
+// (load, unload) is acknowledged as soon as the leader committed it, and
+// this node's agent reads wait until it has applied it (caughtUp), so the
+// writer still reads its write back here without waiting for the commit
+// to reach this node when it writes again.
+func appliedLater(t raftfsm.CommandType) bool {
+	return t == raftfsm.CmdLoad || t == raftfsm.CmdUnload
 }
 
 // errCatchingUp wraps the answer of a node that cannot yet show every
@@ -40,15 +66,20 @@ type readIndex struct {
 var errCatchingUp = errors.New("catching up")
 
 // caughtUp returns nil once this node has applied every write the leader
-// had committed when the read began (at most readIndexFresh before), or an
-// error wrapping errCatchingUp.
+// had applied when the read began (at most readIndexFresh before) and
+// every write acknowledged through this node, or an error wrapping
+// errCatchingUp.
 func (n *Node) caughtUp() error {
-	if n.raft == nil || n.raft.State() == raft.Leader {
-		return nil
+	index := n.ri.acked.Load()
+	if n.raft != nil && n.raft.State() != raft.Leader {
+		li, err := n.leaderCommitIndex()
+		if err != nil {
+			return fmt.Errorf("%w: this node cannot confirm with the leader that it is current: %v", errCatchingUp, err)
+		}
+		index = max(index, li)
 	}
-	index, err := n.leaderCommitIndex()
-	if err != nil {
-		return fmt.Errorf("%w: this node cannot confirm with the leader that it is current: %v", errCatchingUp, err)
+	if n.fsm.LastIndex() >= index {
+		return nil
 	}
 	done := make(chan struct{})
 	t := time.AfterFunc(readIndexWait, func() { close(done) })
@@ -83,9 +114,13 @@ func (n *Node) leaderCommitIndex() (uint64, error) {
 	return resp.Index, nil
 }
 
-// serveReadIndex answers a follower's ReadIndex: the commit index, once
-// this node has confirmed with a quorum that it still leads (a deposed
-// leader's index could be behind).
+// serveReadIndex answers a follower's ReadIndex once this node has
+// confirmed with a quorum that it still leads (a deposed leader's index
+// could be behind): the index of the last command its FSM applied. Not
+// Raft's commit index: that counts entries no FSM sees (Barriers, no-ops,
+// configurations), so a follower's FSM may never reach it; and a leader
+// acknowledges a write only once its FSM has applied it, so every write
+// acknowledged before the read is at or below this index.
 func (n *Node) serveReadIndex() fwdResponse {
 	if n.raft.State() != raft.Leader {
 		return fwdResponse{Err: "this node is no longer the leader", Kind: "notleader"}
@@ -93,7 +128,7 @@ func (n *Node) serveReadIndex() fwdResponse {
 	if err := n.raft.VerifyLeader().Error(); err != nil {
 		return fwdResponse{Err: "this node could not confirm it leads: " + err.Error(), Kind: "notleader"}
 	}
-	return fwdResponse{Index: n.raft.CommitIndex()}
+	return fwdResponse{Index: n.fsm.LastIndex()}
 }
 
 // ask sends one request to the leader at addr on a pooled forwarding
