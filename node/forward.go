@@ -134,7 +134,9 @@ func (n *Node) serveForward(c net.Conn) {
 			resp.Err, resp.Kind = err.Error(), errKind(err)
 		} else {
 			resp.Index, resp.Name = index, r.Name
-			n.nudgeFollowers()
+			if !appliedLater(raftfsm.CommandType(req.Cmd[0])) {
+				n.nudgeFollowers() // the forwarding node waits to apply it
+			}
 		}
 		if err := writeMsg(c, resp); err != nil {
 			return

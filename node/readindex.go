@@ -26,9 +26,11 @@ const (
 	// to the leader. A write acknowledged within this window before a
 	// read may be missed by it.
 	readIndexFresh = 10 * time.Millisecond
-	// readIndexWait bounds how long a read waits for this node to apply
-	// up to the leader's commit index before it answers "catching up".
-	readIndexWait = 2 * time.Second
+	// readIndexWait bounds how long a read waits for a leader to answer
+	// and for this node to apply up to the leader's index before it
+	// answers "catching up": long enough to ride out a failover (about
+	// 1.6 s on a LAN).
+	readIndexWait = 5 * time.Second
 )
 
 // readIndex caches the last commit index fetched from the leader, and
@@ -62,27 +64,38 @@ func appliedLater(t raftfsm.CommandType) bool {
 }
 
 // errCatchingUp wraps the answer of a node that cannot yet show every
-// acknowledged write.
-var errCatchingUp = errors.New("catching up")
+// acknowledged write; 9P clients see EAGAIN (p9/doc.go).
+var errCatchingUp = errors.New("temporarily unavailable: catching up")
 
 // caughtUp returns nil once this node has applied every write the leader
 // had applied when the read began (at most readIndexFresh before) and
 // every write acknowledged through this node, or an error wrapping
 // errCatchingUp.
 func (n *Node) caughtUp() error {
+	deadline := time.Now().Add(readIndexWait)
 	index := n.ri.acked.Load()
-	if n.raft != nil && n.raft.State() != raft.Leader {
+	for n.raft != nil && n.raft.State() != raft.Leader {
+		// The leader is re-resolved at each try: while it fails over,
+		// the read waits for the next one rather than failing.
 		li, err := n.leaderCommitIndex()
-		if err != nil {
+		if err == nil {
+			index = max(index, li)
+			break
+		}
+		if time.Now().After(deadline) {
 			return fmt.Errorf("%w: this node cannot confirm with the leader that it is current: %v", errCatchingUp, err)
 		}
-		index = max(index, li)
+		select {
+		case <-n.ctx.Done():
+			return fmt.Errorf("%w: the node is shutting down", errCatchingUp)
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 	if n.fsm.LastIndex() >= index {
 		return nil
 	}
 	done := make(chan struct{})
-	t := time.AfterFunc(readIndexWait, func() { close(done) })
+	t := time.AfterFunc(max(time.Until(deadline), 100*time.Millisecond), func() { close(done) })
 	defer t.Stop()
 	if !n.fsm.WaitApplied(index, done) {
 		return fmt.Errorf("%w: this node has applied the log up to %d of the leader's %d; try again", errCatchingUp, n.fsm.LastIndex(), index)

@@ -51,7 +51,7 @@ func retrySucceeded(t raftfsm.CommandType, err error) bool {
 }
 
 // nudger makes the leader tell followers at once that a forwarded write is
-// committed. hashicorp/raft sends a follower the commit index only with
+// committed (not for load and unload: see appliedLater). hashicorp/raft sends a follower the commit index only with
 // AppendEntries: at once when there are new entries, otherwise after
 // CommitTimeout (50 ms to 100 ms at the library's default). A follower
 // that forwarded a write waits to have applied it before answering its
