@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -111,4 +112,35 @@ func Test_E2E_Forward_LeaderLoss(t *testing.T) {
 		t.Fatalf("%d of %d writes through %s failed around the SIGKILL of %s; last: %v", n, writes.Load(), f.name, leader.name, lastErr.Load())
 	}
 	t.Logf("%d writes through %s, %d after %s was killed, none failed", writes.Load(), f.name, writes.Load()-killedAt, leader.name)
+
+	// Acknowledged writes for 3 s while it is down (the leader backs off
+	// replicating to it meanwhile), then restart it: its first agent
+	// reads show the last of them, or say it is catching up.
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
+		if _, err := write(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := ""
+	if loaded {
+		want = "fw_tool\n"
+	}
+	leader.launch(t)
+	leader.waitServing(t, 30*time.Second)
+	var stale, caught, busy int
+	for range 20 {
+		got, err := read9(leader.e.p9, "session/s/agent/A/tools")
+		switch {
+		case err != nil && strings.Contains(err.Error(), "catching up"):
+			busy++
+		case err != nil:
+			t.Fatalf("reading the agent on the restarted %s: %v", leader.name, err)
+		case got == want:
+			caught++
+		default:
+			stale++
+			t.Errorf("the restarted %s serves A's tools %q, want %q", leader.name, got, want)
+		}
+	}
+	t.Logf("the restarted %s: %d reads current, %d catching up, %d stale", leader.name, caught, busy, stale)
 }
