@@ -51,6 +51,25 @@ func BenchmarkForwardedWrites(b *testing.B) {
 			}
 			b.Run("leader", func(b *testing.B) { runWrites(b, ws[:1]) })
 			b.Run("follower", func(b *testing.B) { runWrites(b, ws[1:2]) })
+			// Agent creation: its forwarding waits until the follower has
+			// applied it, which is what the nudge is for.
+			for i, where := range []string{"leader", "follower"} {
+				seq := 0 // across the runs b.Run makes
+				b.Run("agent-new,"+where, func(b *testing.B) {
+					conn, err := dial9(order[i].p9)
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer conn.close()
+					b.ResetTimer()
+					for range b.N {
+						seq++
+						if _, err := conn.ask("session/bench/agent/new", fmt.Sprintf("name=%s%d", where, seq)); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
 		})
 	}
 }
