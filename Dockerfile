@@ -43,7 +43,8 @@ RUN set -eu; \
 		echo "python3 must be absent: the tools would find it instead of jq" >&2; exit 1; \
 	fi; \
 	useradd --system --uid 10001 --user-group --create-home --home-dir /home/toolnode --shell /usr/sbin/nologin toolnode; \
-	install -d -o toolnode -g toolnode -m 0750 /var/lib/toolnode
+	install -d -o toolnode -g toolnode -m 0750 /var/lib/toolnode; \
+	install -d -o toolnode -g toolnode -m 0700 /etc/toolnode/secrets /etc/toolnode/ca
 
 COPY --from=build /out/toolnode /usr/local/bin/toolnode
 COPY deploy/entrypoint.sh /usr/local/bin/toolnode-entrypoint
@@ -61,11 +62,18 @@ VOLUME ["/var/lib/toolnode"]
 # 9P, Raft and node-to-node, gossip (TCP and UDP).
 EXPOSE 9564/tcp 9565/tcp 7946/tcp 7946/udp
 
-# The client's default address is 127.0.0.1:9564, where -9p 0.0.0.0:9564 answers.
+# The client's default address is 127.0.0.1:9564, where -9p 0.0.0.0:9564
+# answers (over TLS with the node's certificate, when the secrets hold one).
 HEALTHCHECK --interval=5s --timeout=3s --start-period=15s --retries=5 \
-	CMD ["toolnode", "9p", "read", "node"]
+	CMD ["toolnode-entrypoint", "health"]
 
-# The entrypoint adds -encrypt "$TOOLNODE_GOSSIP_KEY" when that variable is
-# set, and -advertise "$(hostname)" when no -advertise is given.
+# The entrypoint passes the gossip key ($TOOLNODE_GOSSIP_KEY, else
+# /etc/toolnode/secrets/gossip.key) in the environment, adds the node's
+# certificates from /etc/toolnode/secrets when they are there, and
+# -advertise "$(hostname)" when no -advertise is given; `secrets NODE...`
+# makes the key and certificates (deploy/entrypoint.sh). Without them a
+# node listening on 0.0.0.0 refuses to start and names the flag it lacks:
+# run the secrets step into a volume mounted at /etc/toolnode/secrets (as
+# docker-compose.yml does), or give your own key and certificates.
 ENTRYPOINT ["toolnode-entrypoint"]
 CMD ["serve", "-data", "/var/lib/toolnode", "-tools", "/opt/toolnode/tools", "-agents", "/opt/toolnode/agents", "-9p", "0.0.0.0:9564", "-gossip", "0.0.0.0:7946", "-cluster", "0.0.0.0:9565"]

@@ -352,7 +352,8 @@ type tcluster struct {
 	bin   string
 	root  string
 	nodes []*tnode
-	flags []string // given to every node (forward_bench_test.go)
+	extra []string                // flags every node gets (credentials)
+	per   func(n *tnode) []string // flags of one node (its certificate), or nil
 }
 
 func newTCluster(tb testing.TB) *tcluster {
@@ -396,7 +397,10 @@ func (c *tcluster) start(n *tnode) {
 	if len(n.join) > 0 {
 		args = append(args, "-join", strings.Join(n.join, ","))
 	}
-	args = append(args, c.flags...)
+	args = append(args, c.extra...)
+	if c.per != nil {
+		args = append(args, c.per(n)...)
+	}
 	n.p = startProc(c.tb, childEnv("XDG_CONFIG_HOME="+n.config), c.bin, args...)
 	p := n.p
 	c.tb.Cleanup(p.kill)
@@ -414,10 +418,15 @@ func (c *tcluster) ready(n *tnode) {
 
 // startCluster starts size nodes: n1 bootstraps, the others join it; it
 // returns when every node is an alive voter.
-func startCluster(tb testing.TB, size int, flags ...string) *tcluster {
+func startCluster(tb testing.TB, size int) *tcluster {
 	tb.Helper()
-	c := newTCluster(tb)
-	c.flags = flags
+	return startClusterOf(tb, newTCluster(tb), size)
+}
+
+// startClusterOf is startCluster on a cluster made (and given its flags)
+// by the caller.
+func startClusterOf(tb testing.TB, c *tcluster, size int) *tcluster {
+	tb.Helper()
 	first := c.add("n1", nil)
 	c.start(first)
 	c.ready(first)
@@ -428,7 +437,7 @@ func startCluster(tb testing.TB, size int, flags ...string) *tcluster {
 	for _, n := range c.nodes[1:] {
 		c.ready(n)
 	}
-	c.waitVoters(first, min(size, 5), 60*time.Second)
+	c.waitVoters(first, min(size, 5), 60*time.Second) // 5: the default -voters
 	return c
 }
 

@@ -29,7 +29,7 @@ var forwardSettings = []struct {
 func BenchmarkForwardedWrites(b *testing.B) {
 	for _, s := range forwardSettings {
 		b.Run(s.name, func(b *testing.B) {
-			c := startCluster(b, 3, s.flags...)
+			c := startClusterWith(b, 3, s.flags...)
 			leader := c.waitVoters(c.nodes[0], 3, 60*time.Second)
 			order := c.leaderFirst(leader)
 			admin, err := dial9(order[0].p9)
@@ -88,7 +88,7 @@ func BenchmarkIdleCPU(b *testing.B) {
 			{"commit=5ms", []string{"-raft-commit-timeout", "5ms"}},
 		} {
 			b.Run(fmt.Sprintf("nodes=%d,%s", size, s.name), func(b *testing.B) {
-				c := startCluster(b, size, s.flags...)
+				c := startClusterWith(b, size, s.flags...)
 				time.Sleep(3 * time.Second) // joins and promotions settle
 				const window = 5 * time.Second
 				b.ResetTimer()
@@ -163,4 +163,12 @@ func BenchmarkAgentReads(b *testing.B) {
 			}
 		})
 	}
+}
+
+// startClusterWith is startCluster with flags every node gets.
+func startClusterWith(tb testing.TB, size int, flags ...string) *tcluster {
+	tb.Helper()
+	c := newTCluster(tb)
+	c.extra = flags
+	return startClusterOf(tb, c, size)
 }

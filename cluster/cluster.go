@@ -84,6 +84,10 @@ type Cluster struct {
 
 	mu   sync.Mutex
 	meta Meta
+	// updating serializes memberlist's UpdateNode, which is not safe to
+	// call from two goroutines (SetMeta from the node's advertiser racing
+	// Leave at stop).
+	updating sync.Mutex
 	// members is this node's copy of the membership, kept from memberlist's
 	// events (which it calls under its own lock): the nodes memberlist
 	// hands out are shared with its goroutines and cannot be read safely.
@@ -251,6 +255,8 @@ func (c *Cluster) SetMeta(m Meta) error {
 	if !changed {
 		return nil
 	}
+	c.updating.Lock()
+	defer c.updating.Unlock()
 	return c.ml.UpdateNode(5 * time.Second)
 }
 
@@ -259,10 +265,19 @@ func (c *Cluster) Leave(timeout time.Duration) error {
 	c.mu.Lock()
 	c.meta.Leaving = true
 	c.mu.Unlock()
-	if err := c.ml.UpdateNode(timeout / 4); err != nil {
-		c.logger.Printf("cluster: announcing the leave: %v", err)
+	// UpdateNode returns once the broadcast has been sent as often as
+	// memberlist retransmits it (4 gossip rounds of 200 ms in a small
+	// cluster), which a quarter of the usual 2 s did not allow. Not all
+	// of them by the deadline is no failure: the leave message follows.
+	// It is serialised with SetMeta: memberlist's UpdateNode is not safe
+	// from two goroutines.
+	c.updating.Lock()
+	err := c.ml.UpdateNode(timeout / 2)
+	c.updating.Unlock()
+	if err != nil {
+		c.logger.Printf("cluster: the leaving flag was not yet retransmitted to every member (%v); leaving anyway", err)
 	}
-	err := c.ml.Leave(timeout)
+	err = c.ml.Leave(timeout)
 	if serr := c.Shutdown(); err == nil {
 		err = serr
 	}

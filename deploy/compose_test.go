@@ -27,6 +27,12 @@ const (
 	hostP9Port   = "9564"
 	jqBuildArg   = "WITH_JQ"
 	gossipKeyVar = "TOOLNODE_GOSSIP_KEY"
+	// secretsService is the init step that makes the key and certificates;
+	// it is not a node.
+	secretsService = "secrets"
+	secretsVolume  = "secrets"
+	caVolume       = "ca"
+	secretsDir     = "/etc/toolnode/secrets"
 )
 
 // boolFlags are the serve flags that take no value.
@@ -104,6 +110,9 @@ func loadNodes(t *testing.T, p *types.Project) map[string]node {
 	t.Helper()
 	nodes := map[string]node{}
 	for name, svc := range p.Services {
+		if name == secretsService {
+			continue
+		}
 		flags, err := parseServe(svc.Command)
 		if err != nil {
 			t.Fatalf("service %s: %v", name, err)
@@ -287,6 +296,9 @@ func TestComposeVolumes(t *testing.T) {
 			}
 			if _, ok := p.Volumes[v.Source]; !ok {
 				t.Errorf("service %s: volume %s is not declared", s, v.Source)
+			}
+			if v.Source == secretsVolume {
+				continue // shared, read-only: TestComposeSecrets
 			}
 			if other, dup := owner[v.Source]; dup {
 				t.Errorf("services %s and %s share the volume %s", other, s, v.Source)
@@ -578,7 +590,8 @@ func TestEntrypoint(t *testing.T) {
 	}{
 		{nil, serve, serve},
 		{[]string{gossipKeyVar + "="}, serve, serve},
-		{[]string{gossipKeyVar + "=a2V5"}, serve, append(slices.Clone(serve), "-encrypt", "a2V5")},
+		// The key goes in the environment, never on the command line.
+		{[]string{gossipKeyVar + "=a2V5"}, serve, serve},
 		{nil, []string{"-name", "n"}, []string{"serve", "-name", "n", "-advertise", "box"}},
 		{nil, []string{"-advertise=x"}, []string{"serve", "-advertise=x"}},
 		{nil, nil, []string{"serve", "-advertise", "box"}},
@@ -588,6 +601,141 @@ func TestEntrypoint(t *testing.T) {
 		if got := run(tc.env, tc.args...); !slices.Equal(got, tc.want) {
 			t.Errorf("env %q, entrypoint.sh %q: toolnode %q, want %q", tc.env, tc.args, got, tc.want)
 		}
+	}
+}
+
+// TestComposeSecrets checks that the cluster runs with credentials made
+// at the first start: an init service makes the gossip key and a
+// certificate for every node; every node waits for it, mounts the secrets
+// read-only, and none mounts the CA's key.
+func TestComposeSecrets(t *testing.T) {
+	p := loadProject(t, nil)
+	nodes := loadNodes(t, p)
+	init, ok := p.Services[secretsService]
+	if !ok {
+		t.Fatalf("no service %s", secretsService)
+	}
+	if len(init.Command) == 0 || init.Command[0] != "secrets" {
+		t.Fatalf("service %s: command %q, want the entrypoint's secrets step", secretsService, init.Command)
+	}
+	for _, s := range sortedNames(nodes) {
+		name := nodes[s].flags["name"]
+		if !slices.Contains(init.Command[1:], name) {
+			t.Errorf("service %s: %s makes no certificate for node %s", s, secretsService, name)
+		}
+	}
+	mounts := func(svc types.ServiceConfig, vol string) (types.ServiceVolumeConfig, bool) {
+		for _, v := range svc.Volumes {
+			if v.Type == types.VolumeTypeVolume && v.Source == vol {
+				return v, true
+			}
+		}
+		return types.ServiceVolumeConfig{}, false
+	}
+	if v, ok := mounts(init, secretsVolume); !ok || v.ReadOnly || v.Target != secretsDir {
+		t.Errorf("service %s: volume %s at %+v, want it writable at %s", secretsService, secretsVolume, v, secretsDir)
+	}
+	if _, ok := mounts(init, caVolume); !ok {
+		t.Errorf("service %s does not keep the CA in volume %s", secretsService, caVolume)
+	}
+	for _, s := range sortedNames(nodes) {
+		n := nodes[s]
+		if d, ok := n.svc.DependsOn[secretsService]; !ok || d.Condition != types.ServiceConditionCompletedSuccessfully {
+			t.Errorf("service %s: does not wait for %s to complete (%+v)", s, secretsService, d)
+		}
+		if v, ok := mounts(n.svc, secretsVolume); !ok || !v.ReadOnly || v.Target != secretsDir {
+			t.Errorf("service %s: volume %s at %+v, want it read-only at %s", s, secretsVolume, v, secretsDir)
+		}
+		if _, ok := mounts(n.svc, caVolume); ok {
+			t.Errorf("service %s mounts the CA's key", s)
+		}
+		env := n.svc.Environment
+		if v := env["TOOLNODE_SECRETS"]; v == nil || *v != secretsDir {
+			t.Errorf("service %s: TOOLNODE_SECRETS = %v, want %s", s, v, secretsDir)
+		}
+		if v := env["TOOLNODE_CA"]; v == nil || *v != secretsDir+"/toolnode-ca.pem" {
+			t.Errorf("service %s: TOOLNODE_CA = %v, want the secrets' CA (the health check's 9P client)", s, v)
+		}
+		// The credentials come from the entrypoint, not the command line.
+		for _, f := range []string{"encrypt", "tls-cert", "insecure"} {
+			if _, ok := n.flags[f]; ok {
+				t.Errorf("service %s: -%s in the command", s, f)
+			}
+		}
+	}
+}
+
+// TestEntrypointSecrets runs the entrypoint's secrets step with the real
+// binary, then its serve step with a stand-in that prints its arguments and
+// the key it was given: the node gets the key in its environment and its
+// certificates as flags.
+func TestEntrypointSecrets(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	script, err := filepath.Abs("entrypoint.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	build := exec.Command("go", "build", "-o", filepath.Join(bin, "toolnode"), "../cmd/toolnode")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build toolnode: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	secrets, ca := filepath.Join(dir, "secrets"), filepath.Join(dir, "ca")
+	env := []string{"PATH=" + bin + ":/usr/bin:/bin", "HOSTNAME=box", "TOOLNODE_SECRETS=" + secrets, "TOOLNODE_CA_DIR=" + ca}
+	run := func(env []string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(sh, append([]string{script}, args...)...)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("entrypoint.sh %q: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	run(env, "secrets", "n1", "n2")
+	key, err := os.ReadFile(filepath.Join(secrets, "gossip.key"))
+	if err != nil || len(strings.TrimSpace(string(key))) != 44 {
+		t.Fatalf("gossip.key %q, %v", key, err)
+	}
+	for _, f := range []string{"toolnode-ca.pem", "n1.pem", "n1-key.pem", "n2.pem", "n2-key.pem"} {
+		if _, err := os.Stat(filepath.Join(secrets, f)); err != nil {
+			t.Errorf("secrets: %v", err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(secrets, "toolnode-ca-key.pem")); err == nil {
+		t.Error("the CA key is among the nodes' secrets")
+	}
+	// A second run keeps everything.
+	run(env, "secrets", "n1", "n2")
+	if again, _ := os.ReadFile(filepath.Join(secrets, "gossip.key")); string(again) != string(key) {
+		t.Error("a second secrets step replaced the gossip key")
+	}
+
+	fake := t.TempDir()
+	script2 := "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done\nprintf 'KEY=%s\\n' \"$TOOLNODE_GOSSIP_KEY\"\n"
+	if err := os.WriteFile(filepath.Join(fake, "toolnode"), []byte(script2), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fenv := append([]string{"PATH=" + fake + ":/usr/bin:/bin"}, env[1:]...)
+	got := strings.Fields(run(fenv, "serve", "-name", "n1", "-advertise", "n1"))
+	want := []string{"serve", "-name", "n1", "-advertise", "n1",
+		"-tls-cert", secrets + "/n1.pem", "-tls-key", secrets + "/n1-key.pem", "-tls-ca", secrets + "/toolnode-ca.pem",
+		"-9p-tls-cert", secrets + "/n1.pem", "-9p-tls-key", secrets + "/n1-key.pem",
+		"KEY=" + strings.TrimSpace(string(key))}
+	if !slices.Equal(got, want) {
+		t.Errorf("serve with secrets: toolnode %q, want %q", got, want)
+	}
+	if slices.Contains(got, "-encrypt") {
+		t.Error("the key is on the command line")
+	}
+	// Control: without secrets for its name, the node gets no certificate.
+	got = strings.Fields(run(fenv, "serve", "-name", "n9", "-advertise", "n9"))
+	if slices.Contains(got, "-tls-cert") {
+		t.Errorf("serve of a node without a certificate: %q", got)
 	}
 }
 
@@ -610,7 +758,9 @@ func TestClusterScript(t *testing.T) {
 	}
 	var compose []string
 	for s := range loadProject(t, nil).Services {
-		compose = append(compose, s)
+		if s != secretsService {
+			compose = append(compose, s)
+		}
 	}
 	slices.Sort(compose)
 	script := strings.Fields(string(m[1]))

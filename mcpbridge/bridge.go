@@ -273,6 +273,9 @@ func (b *Bridge) describe(name string) (*mcp.Tool, string, error) {
 	if len(schema) == 0 || string(schema) == "null" {
 		schema = json.RawMessage(`{"type":"object"}`)
 	}
+	if m.OutputFormat == "" {
+		m.OutputFormat = "text"
+	}
 	desc := m.Description
 	if m.Prompt != "" {
 		desc = strings.TrimSpace(desc + "\n\n" + m.Prompt)

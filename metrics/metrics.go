@@ -223,10 +223,23 @@ func result(err error) string {
 }
 
 // Handler serves /metrics, /healthz (the process serves) and /readyz (it
-// has a leader and has caught up; 503 with the reason otherwise).
-func (s *Set) Handler() http.Handler {
+// has a leader and has caught up; 503 with the reason otherwise). When
+// authorize is set, /metrics is served only to requests it accepts (401
+// with its error otherwise); the probes stay open, as they say no more
+// than ready or not.
+func (s *Set) Handler(authorize func(*http.Request) error) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
+	metricsH := promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg})
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+		if authorize != nil {
+			if err := authorize(r); err != nil {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="toolnode"`)
+				http.Error(w, err.Error(), http.StatusUnauthorized)
+				return
+			}
+		}
+		metricsH.ServeHTTP(w, r)
+	})
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Write([]byte("ok\n"))

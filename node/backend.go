@@ -203,6 +203,7 @@ func (n *Node) NodeInfo() string {
 	fmt.Fprintf(&b, "role %s\nleader %s\n", role, leader)
 	fmt.Fprintf(&b, "gossip %s\ncluster %s\n9p %s\n", n.gossip.LocalAddr(), n.transport.LocalAddr(), n.P9Addr())
 	fmt.Fprintf(&b, "tools %d\n", n.catalog.count())
+	fmt.Fprintf(&b, "9p-tls %s\n", onOff(n.p9tls))
 	fmt.Fprintf(&b, "sandbox %s\n", n.sandbox)
 	return b.String()
 }
@@ -274,11 +275,16 @@ func (n *Node) NewSession(spec string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if cwd := kv["cwd"]; cwd != "" && !filepath.IsAbs(cwd) {
-		return "", fmt.Errorf("cwd %q is not an absolute path", cwd)
+	cwd := kv["cwd"]
+	if cwd != "" {
+		// Checked here, on the node the session is made on, before it is
+		// replicated; a call re-checks it on the node that runs it.
+		if cwd, err = n.checkCwd(cwd); err != nil {
+			return "", err
+		}
 	}
 	r, err := n.apply(raftfsm.CmdCreateSession, raftfsm.CreateSession{
-		Name: kv["name"], Cwd: kv["cwd"], Profile: kv["agent"], Time: nowNano(),
+		Name: kv["name"], Cwd: cwd, Profile: kv["agent"], Time: nowNano(),
 	})
 	return r.Name, err
 }
@@ -486,9 +492,15 @@ func (n *Node) runHere(ctx context.Context, session, agent string, e *entry, arg
 		return nil, err
 	}
 	cwd := ""
-	if s, ok := n.fsm.Session(session); ok {
-		cwd = s.Cwd
+	if s, ok := n.fsm.Session(session); ok && s.Cwd != "" {
+		if cwd, err = n.checkCwd(s.Cwd); err != nil {
+			return nil, fmt.Errorf("session %q: %w", session, err)
+		}
 	}
+	if err := n.calls.acquire(ctx); err != nil {
+		return nil, fmt.Errorf("tool %q: %w", e.tool.Name, err)
+	}
+	defer n.calls.release()
 	meta := e.resolved
 	return n.runner.Run(ctx, registry.Invocation{
 		Tool: e.tool.Name, Meta: &meta, Exec: exec, Args: args,
@@ -509,7 +521,7 @@ func (n *Node) ownExecutable(t *raftfsm.Tool) (string, error) {
 	if t.ExecHash == "" {
 		return "", nil
 	}
-	return n.materialise(t.ExecHash)
+	return n.verifiedExecutable(t)
 }
 
 func (n *Node) callBuiltin(session, agent, tool string, args map[string]json.RawMessage) ([]byte, error) {

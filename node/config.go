@@ -4,14 +4,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
 
+	"github.com/toolnode/toolnode/logx"
 	"github.com/toolnode/toolnode/registry"
 )
 
@@ -37,14 +40,31 @@ type Config struct {
 	MCPAddr     string // MCP over Streamable HTTP (loopback); "" = off
 	MetricsAddr string // /metrics, /healthz, /readyz (loopback); "" = off
 
+	// P9TLSCert and P9TLSKey, both set, make the 9P listener speak TLS
+	// 1.3 with this certificate (-9p-tls-cert, -9p-tls-key).
+	P9TLSCert string
+	P9TLSKey  string
+
 	CallTimeout time.Duration // default 30s
 	AuditFile   string        // the audit log (-audit); "" = none
 	Yolo        bool          // run tools without the sandbox
+	MaxCalls    int           // calls run at once on this node; default 4 × cores
+	Workdirs    []string      // trees a session's cwd must lie in; none: anywhere the rules allow
+	ToolEnv     []string      // variables passed to sandboxed tools beyond the allow-list (-tool-env)
 
 	// P9Anon is the role of a 9P attach without a token: none, read,
 	// call, publish or admin; "" is admin on a loopback listener and
 	// none on any other (DESIGN §7).
 	P9Anon string
+
+	// Insecure starts the node even when a port leaves loopback without
+	// its credential (DESIGN §7 "Ports"; ports.go), and says so loudly in
+	// the log at every start.
+	Insecure bool
+	// MaxClusterConns bounds the cluster port's concurrent connections;
+	// default DefaultMaxClusterConns. Excess connections are closed at once,
+	// with a log line.
+	MaxClusterConns int
 
 	// ResolveEvery is how often variants are re-resolved against the host
 	// (a binary can be installed later). Default 30s.
@@ -57,6 +77,10 @@ type Config struct {
 
 	// LogOutput receives the node's log; default stderr.
 	LogOutput io.Writer
+	// Logger, when set, is the node's log and LogOutput is not used;
+	// default: logx text records of level info and above to LogOutput.
+	// Raft, memberlist and the node's own lines all go through it.
+	Logger *slog.Logger
 
 	// P9Listener and ClusterListener, when set, are used instead of
 	// listening on P9Addr and ClusterAddr (tests pass port-0 listeners).
@@ -119,6 +143,9 @@ func (c *Config) fill() error {
 			}
 		}
 	}
+	if err := registry.CheckToolEnv(c.ToolEnv); err != nil {
+		return err
+	}
 	if c.P9Addr == "" {
 		c.P9Addr = DefaultP9Addr
 	}
@@ -137,6 +164,20 @@ func (c *Config) fill() error {
 	if c.CallTimeout <= 0 {
 		c.CallTimeout = DefaultCallTimeout
 	}
+	if c.MaxCalls <= 0 {
+		c.MaxCalls = 4 * runtime.NumCPU()
+	}
+	c.Workdirs = append([]string(nil), c.Workdirs...) // the caller's slice stays as it was
+	for i, w := range c.Workdirs {
+		abs, err := filepath.Abs(w)
+		if err != nil {
+			return fmt.Errorf("-workdirs %q: %w", w, err)
+		}
+		if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
+			return fmt.Errorf("-workdirs %q is not a directory", w)
+		}
+		c.Workdirs[i] = abs
+	}
 	if c.ResolveEvery <= 0 {
 		c.ResolveEvery = 30 * time.Second
 	}
@@ -145,6 +186,15 @@ func (c *Config) fill() error {
 	}
 	if c.LogOutput == nil {
 		c.LogOutput = os.Stderr
+	}
+	if c.Logger == nil {
+		c.Logger, _ = logx.New(c.LogOutput, logx.Text, slog.LevelInfo)
+	}
+	if c.MaxClusterConns <= 0 {
+		c.MaxClusterConns = DefaultMaxClusterConns
+	}
+	if _, err := c.checkPorts(); err != nil {
+		return err
 	}
 	return nil
 }

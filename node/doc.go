@@ -13,12 +13,22 @@
 // node that can (route.go). The cluster port carries Raft, forwarded
 // writes, routed calls and the leader's reachability check, told apart by
 // their first byte (mux.go), under mutual TLS when configured
-// (tlsconfig.go). It checks 9P attaches against the tokens in its FSM,
+// (tlsconfig.go) or TLS with certificates derived from the gossip key
+// (keytls.go), with deadlines, message caps and a connection cap. A node
+// refuses ports that leave loopback without their credential (ports.go).
+// It checks 9P attaches against the tokens in its FSM,
 // serves token/, ends a revoked token's connections and makes its own
 // admin token at first start (tokens.go). With Config.AuditFile, every
 // 9P fid is served through a Backend that records its state changes and
 // calls with the fid's principal, and the node records its own
-// publications and the calls routed to it (audit.go).
+// publications and the calls routed to it (audit.go). Calls run here
+// pass a first-come, first-served queue of -max-calls slots (callq.go);
+// a session's cwd obeys the rules of DESIGN §7, checked where the
+// session is made and again where each call runs (workdir.go).
+// It tells the runner what tools may not read and checks
+// a published executable's digest before each run (sandbox.go).
+// With -9p-tls-cert and -9p-tls-key the 9P listener speaks TLS 1.3, each
+// handshake beside the accept loop under a deadline (p9tls.go).
 //
 // Only node sees every other package; the others stay ignorant of each
 // other (registry ← raftfsm; p9 and cluster stand alone).

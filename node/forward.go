@@ -2,6 +2,7 @@ package node
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -28,6 +29,9 @@ import (
 // maxForward bounds one forwarded message: a command can carry an
 // executable of up to MaxExecutable bytes, base64-encoded in JSON.
 const maxForward = 4*MaxExecutable/3 + 1<<20
+
+// maxFwdResponse bounds the leader's answer: an index, a name, an error.
+const maxFwdResponse = 1 << 20
 
 type fwdRequest struct {
 	Cmd  []byte `json:"cmd"`
@@ -84,20 +88,64 @@ func writeMsg(w io.Writer, v any) error {
 	return nil
 }
 
-func readMsg(r io.Reader, v any) error {
+// errTooBig is a message over its protocol's cap.
+var errTooBig = errors.New("message too big")
+
+// readMsg reads one message of at most limit bytes. The body is read as it
+// arrives, never allocated at its declared size up front, so a peer that
+// announces a large message and sends it slowly holds only what it has
+// sent.
+func readMsg(r io.Reader, v any, limit uint32) error {
+	_, err := readMsgTimed(r, nil, v, limit, 0, 0)
+	return err
+}
+
+// readMsgTimed is readMsg with deadlines on c (when c is not nil): the
+// header must arrive within idle, then the body within body. It returns the
+// size the header declared.
+func readMsgTimed(r io.Reader, c net.Conn, v any, limit uint32, idle, body time.Duration) (uint32, error) {
+	if c != nil && idle > 0 {
+		c.SetReadDeadline(time.Now().Add(idle))
+	}
 	var hdr [4]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return err
+	if k, err := io.ReadFull(r, hdr[:]); err != nil {
+		if k > 0 && timeoutErr(err) {
+			return 0, fmt.Errorf("%w after %d of 4 header bytes: %w", errMidMessage, k, err)
+		}
+		return 0, err
 	}
 	size := binary.BigEndian.Uint32(hdr[:])
-	if size > maxForward {
-		return fmt.Errorf("forwarded message of %d bytes is over the %d-byte limit", size, maxForward)
+	if size > limit {
+		return size, fmt.Errorf("%w: a message of %d bytes is over this protocol's %d-byte limit", errTooBig, size, limit)
 	}
-	b := make([]byte, size)
-	if _, err := io.ReadFull(r, b); err != nil {
-		return err
+	if c != nil && body > 0 {
+		c.SetReadDeadline(time.Now().Add(body))
 	}
-	return json.Unmarshal(b, v)
+	var buf bytes.Buffer
+	if n, err := buf.ReadFrom(io.LimitReader(r, int64(size))); err != nil {
+		if timeoutErr(err) {
+			return size, fmt.Errorf("%w after %d of %d bytes: %w", errMidMessage, n, size, err)
+		}
+		return size, err
+	} else if n < int64(size) {
+		return size, fmt.Errorf("message cut short after %d of %d bytes: %w", n, size, io.ErrUnexpectedEOF)
+	}
+	if c != nil {
+		c.SetReadDeadline(time.Time{})
+	}
+	return size, json.Unmarshal(buf.Bytes(), v)
+}
+
+// errMidMessage marks a deadline that passed inside a message, not
+// between messages.
+var errMidMessage = errors.New("deadline passed inside a message")
+
+func midMessage(err error) bool { return errors.Is(err, errMidMessage) }
+
+// timeoutErr reports whether err is a deadline passing.
+func timeoutErr(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // serveForward applies the commands a follower forwards, one at a time
@@ -111,8 +159,18 @@ func (n *Node) serveForward(c net.Conn) {
 	br := bufio.NewReader(c)
 	for {
 		var req fwdRequest
-		if err := readMsg(br, &req); err != nil {
-			if !errors.Is(err, io.EOF) && n.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
+		if _, err := readMsgTimed(br, c, &req, maxForward, n.lim.fwdIdle, n.lim.fwdMsg); err != nil {
+			switch {
+			case errors.Is(err, errTooBig):
+				n.logger.Printf("forwarding: %s: %v; closing", c.RemoteAddr(), err)
+				c.SetWriteDeadline(time.Now().Add(handshakeTimeout))
+				writeMsg(c, fwdResponse{Err: "forwarded write refused: " + err.Error(), Kind: "invalid"})
+			case timeoutErr(err) && !midMessage(err):
+				// A pooled connection left idle for fwdIdle: the follower
+				// dials again when it next writes.
+			case timeoutErr(err):
+				n.logger.Printf("forwarding: %s: closing: no complete message within the deadline (%v idle, %v per message)", c.RemoteAddr(), n.lim.fwdIdle, n.lim.fwdMsg)
+			case !errors.Is(err, io.EOF) && n.ctx.Err() == nil && !errors.Is(err, net.ErrClosed):
 				n.logger.Printf("forwarding: %s: %v", c.RemoteAddr(), err)
 			}
 			return
@@ -227,7 +285,7 @@ func (n *Node) forward(addr string, cmd []byte, timeout time.Duration) (fwdRespo
 		// command was read: safe to retry on a fresh one.
 		return resp, fmt.Errorf("%w: %v", errUnsent, err)
 	}
-	if err := readMsg(c, &resp); err != nil {
+	if err := readMsg(c, &resp, maxFwdResponse); err != nil {
 		c.Close()
 		return resp, fmt.Errorf("the leader at %s did not answer (%v): %w", addr, err, errAmbiguous)
 	}

@@ -69,7 +69,7 @@ func (r *leaderRun) stop() {
 func (n *Node) leaderLoop(ctx context.Context) {
 	n.logger.Printf("leading the cluster")
 	if err := n.raft.Barrier(applyTimeout).Error(); err != nil {
-		n.logger.Printf("leader barrier: %v", err)
+		n.warnf("leader barrier: %v", err)
 	}
 	for {
 		next := reconcileEvery
@@ -100,7 +100,7 @@ func (n *Node) noteUnreachable(name string, err error) {
 		n.logger.Printf("reconcile: %s's cluster port answers now", name)
 	case err != nil && prev != err.Error():
 		n.unreach[name] = err.Error()
-		n.logger.Printf("reconcile: keeping %s out of Raft: its cluster port does not answer: %v", name, err)
+		n.warnf("reconcile: keeping %s out of Raft: its cluster port does not answer: %v", name, err)
 	}
 }
 
@@ -121,7 +121,7 @@ func (n *Node) noteUnreachable(name string, err error) {
 func (n *Node) reconcileMembers() (done bool) {
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
-		n.logger.Printf("reconcile: reading the raft configuration: %v", err)
+		n.warnf("reconcile: reading the raft configuration: %v", err)
 		return false
 	}
 	servers := map[string]raft.Server{}
@@ -138,7 +138,7 @@ func (n *Node) reconcileMembers() (done bool) {
 	}
 	change := func(what string, fut raft.IndexFuture) bool {
 		if err := fut.Error(); err != nil {
-			n.logger.Printf("reconcile: %s: %v", what, err)
+			n.warnf("reconcile: %s: %v", what, err)
 			return false
 		}
 		n.logger.Printf("reconcile: %s", what)

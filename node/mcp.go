@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -20,7 +21,8 @@ import (
 	"github.com/toolnode/toolnode/mcpbridge"
 )
 
-// MCP over Streamable HTTP (-mcp ADDR): one agent per MCP session. Each
+// MCP over Streamable HTTP (-mcp ADDR): one agent per MCP session, made
+// from the profile the endpoint's ?profile=P names, if any. Each
 // session's bridge attaches to this node's own 9P server through a pipe,
 // presenting the request's bearer token as the attach name, so MCP gets
 // exactly the tokens and roles of 9P; the session stays bound to the
@@ -56,12 +58,26 @@ func (n *Node) startMCP() error {
 	if n.cfg.MCPAddr == "" {
 		return nil
 	}
+	// Off loopback, as for 9P: HTTPS with the 9P certificate, or not at
+	// all (a bearer token must not cross a network in the clear).
+	var tlsConf *tls.Config
 	if !loopbackAddr(n.cfg.MCPAddr) {
-		return fmt.Errorf("-mcp %s: MCP over HTTP is served on loopback only; reach it from elsewhere through an ssh tunnel", n.cfg.MCPAddr)
+		if n.cfg.P9TLSCert == "" || n.cfg.P9TLSKey == "" {
+			return fmt.Errorf("-mcp %s leaves loopback: give -9p-tls-cert and -9p-tls-key (MCP is then served over HTTPS with them), or reach it through an ssh tunnel", n.cfg.MCPAddr)
+		}
+		var err error
+		if tlsConf, err = loadP9TLS(n.cfg.P9TLSCert, n.cfg.P9TLSKey); err != nil {
+			return err
+		}
 	}
 	ln, err := net.Listen("tcp", n.cfg.MCPAddr)
 	if err != nil {
 		return fmt.Errorf("-mcp: %w", err)
+	}
+	scheme := "http"
+	if tlsConf != nil {
+		ln = tls.NewListener(ln, tlsConf)
+		scheme = "https"
 	}
 	m := &mcpServer{n: n, ln: ln, sessions: map[string]*mcpSession{}}
 	m.sdk = mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
@@ -80,7 +96,7 @@ func (n *Node) startMCP() error {
 			n.logger.Printf("mcp: %v", err)
 		}
 	}()
-	n.logger.Printf("serving MCP (Streamable HTTP) on http://%s/", ln.Addr())
+	n.logger.Printf("serving MCP (Streamable HTTP) on %s://%s/", scheme, ln.Addr())
 	return nil
 }
 
@@ -178,6 +194,7 @@ func (m *mcpServer) newSession(r *http.Request, token string, sum [32]byte) (*mc
 	id := hex.EncodeToString(idb[:])
 	s := &mcpSession{token: sum, conn: conn}
 	b, err := mcpbridge.New(fsys, mcpbridge.Options{
+		Profile:   r.URL.Query().Get("profile"),
 		SessionID: id,
 		Logf:      m.n.logger.Printf,
 		Ended:     func() { m.drop(id) },
@@ -219,17 +236,4 @@ func (m *mcpServer) drop(id string) {
 	if s != nil {
 		s.end()
 	}
-}
-
-// loopbackAddr reports whether a listen address is on loopback.
-func loopbackAddr(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

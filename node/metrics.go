@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/toolnode/toolnode/metrics"
+	"github.com/toolnode/toolnode/p9"
 )
 
 // startMetrics serves /metrics, /healthz and /readyz on -metrics ADDR
@@ -20,15 +21,20 @@ func (n *Node) startMetrics() error {
 	if n.cfg.MetricsAddr == "" {
 		return nil
 	}
-	if !loopbackAddr(n.cfg.MetricsAddr) {
-		return fmt.Errorf("-metrics %s: metrics are served on loopback only; scrape them through a local agent or an ssh tunnel", n.cfg.MetricsAddr)
-	}
 	ln, err := net.Listen("tcp", n.cfg.MetricsAddr)
 	if err != nil {
 		return fmt.Errorf("-metrics: %w", err)
 	}
 	n.metricsLn = ln
-	srv := &http.Server{Handler: n.metrics.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	// On loopback /metrics is open, like a loopback 9P listener; anywhere
+	// else it needs a token of role read or more (Authorization: Bearer),
+	// so a port that leaves the host has a credential. The probes are
+	// open everywhere: kubelets probe without one.
+	var authorize func(*http.Request) error
+	if !loopbackAddr(n.cfg.MetricsAddr) {
+		authorize = n.authorizeMetrics
+	}
+	srv := &http.Server{Handler: n.metrics.Handler(authorize), ReadHeaderTimeout: 10 * time.Second}
 	n.wg.Add(2)
 	go func() {
 		defer n.wg.Done()
@@ -131,4 +137,21 @@ func (n *Node) observePublished(tool string) {
 	if d := time.Since(time.Unix(0, t.Time)); d < maxPropagation {
 		n.metrics.Propagated(d)
 	}
+}
+
+// authorizeMetrics accepts a scrape that presents a token of role read
+// or more.
+func (n *Node) authorizeMetrics(r *http.Request) error {
+	tok := bearer(r)
+	if tok == "" {
+		return errors.New("permission denied: /metrics on this address needs a token (Authorization: Bearer TOKEN) of role read or more")
+	}
+	p, err := n.attach(tok, nil)
+	if err != nil {
+		return err
+	}
+	if p.Role < p9.RoleRead {
+		return fmt.Errorf("permission denied: needs role %s", p9.RoleRead)
+	}
+	return nil
 }

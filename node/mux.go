@@ -1,11 +1,14 @@
 package node
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -25,6 +28,39 @@ const (
 // finish TLS and send its protocol byte.
 const handshakeTimeout = 5 * time.Second
 
+// Bounds of the cluster port (DESIGN §7 "Cluster port"). Each protocol has
+// an idle deadline (how long the port waits for the next message to start)
+// and a message deadline (how long one message may take to arrive once it
+// has started), and a cap on one message's size (forward.go, route.go).
+// A limit that trips closes the connection with a log line naming it, and
+// answers with an error message when the protocol has a way to say one.
+const (
+	// DefaultMaxClusterConns bounds the port's concurrent connections.
+	// Raft keeps up to 3 pooled connections per peer plus its heartbeat and
+	// pipeline ones, and a follower up to fwdIdleMax idle forwarding
+	// connections: 256 leaves room for a few dozen nodes.
+	DefaultMaxClusterConns = 256
+
+	rejectLogPeriod = 10 * time.Second // excess connections are logged at most this often
+)
+
+// portLimits are the cluster port's deadlines (tests shorten them).
+type portLimits struct {
+	fwdIdle  time.Duration // a pooled forwarding connection between writes
+	fwdMsg   time.Duration // one forwarded write (up to an executable) to arrive
+	callMsg  time.Duration // a routed call's request (arguments up to 1 MiB)
+	callIdle time.Duration // a kept routed-call connection between calls
+	raftMsg  time.Duration // one Raft RPC (a snapshot included) once it has started
+}
+
+var defaultPortLimits = portLimits{
+	fwdIdle:  5 * time.Minute,
+	fwdMsg:   60 * time.Second,
+	callMsg:  10 * time.Second,
+	callIdle: 90 * time.Second,
+	raftMsg:  5 * time.Minute,
+}
+
 var errMuxClosed = errors.New("cluster listener closed")
 
 // mux accepts on the cluster port and hands each connection to the node.
@@ -32,12 +68,35 @@ type mux struct {
 	ln   net.Listener
 	raft *muxListener // the connections Raft accepts
 
+	// slots bounds concurrent connections: a connection takes one when
+	// accepted and gives it back when it is closed, whichever protocol
+	// it speaks (Raft's included).
+	slots    chan struct{}
+	rejected atomic.Int64 // connections closed for lack of a slot, not yet logged
+	lastLog  atomic.Int64 // unix nanoseconds of the last rejection log line
+	logf     func(string, ...any)
+
+	// live are the accepted connections still open: closing the mux
+	// closes them, so a peer waiting on one (a Raft pipeline, a kept
+	// call) sees the node go instead of waiting for an answer.
+	mu   sync.Mutex
+	live map[*slotConn]struct{}
+
 	wg   sync.WaitGroup
 	once sync.Once
 }
 
-func newMux(ln net.Listener) *mux {
-	return &mux{ln: ln, raft: &muxListener{addr: ln.Addr(), conns: make(chan net.Conn, 16), done: make(chan struct{})}}
+func newMux(ln net.Listener, maxConns int, logf func(string, ...any)) *mux {
+	if maxConns <= 0 {
+		maxConns = DefaultMaxClusterConns
+	}
+	return &mux{
+		ln:    ln,
+		raft:  &muxListener{addr: ln.Addr(), conns: make(chan net.Conn, 16), done: make(chan struct{})},
+		slots: make(chan struct{}, maxConns),
+		logf:  logf,
+		live:  map[*slotConn]struct{}{},
+	}
 }
 
 func (m *mux) serve(route func(net.Conn)) {
@@ -49,6 +108,23 @@ func (m *mux) serve(route func(net.Conn)) {
 			if err != nil {
 				return
 			}
+			select {
+			case m.slots <- struct{}{}:
+			default:
+				m.reject(c)
+				continue
+			}
+			sc := &slotConn{Conn: c}
+			sc.release = func() {
+				m.mu.Lock()
+				delete(m.live, sc)
+				m.mu.Unlock()
+				<-m.slots
+			}
+			m.mu.Lock()
+			m.live[sc] = struct{}{}
+			m.mu.Unlock()
+			c = sc
 			m.wg.Add(1)
 			go func() {
 				defer m.wg.Done()
@@ -58,10 +134,47 @@ func (m *mux) serve(route func(net.Conn)) {
 	}()
 }
 
+// reject closes a connection over the cap, logging at most once per
+// rejectLogPeriod how many were closed.
+func (m *mux) reject(c net.Conn) {
+	c.Close()
+	n := m.rejected.Add(1)
+	now := time.Now().UnixNano()
+	last := m.lastLog.Load()
+	if now-last < int64(rejectLogPeriod) || !m.lastLog.CompareAndSwap(last, now) {
+		return
+	}
+	m.rejected.Add(-n)
+	m.logf("cluster port: %d connection(s) closed at once (latest from %s): this node already serves %d, its limit",
+		n, c.RemoteAddr(), cap(m.slots))
+}
+
+// slotConn gives its slot back once when closed.
+type slotConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *slotConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
+
 func (m *mux) close() {
 	m.once.Do(func() {
 		m.ln.Close()
 		m.raft.Close()
+		m.mu.Lock()
+		live := make([]*slotConn, 0, len(m.live))
+		for c := range m.live {
+			live = append(live, c)
+		}
+		m.mu.Unlock()
+		for _, c := range live {
+			c.Close()
+		}
 	})
 	m.wg.Wait()
 }
@@ -71,16 +184,29 @@ func (m *mux) close() {
 // service. Tests call it to connect in-process nodes with net.Pipe.
 func (n *Node) ServeClusterConn(c net.Conn) {
 	var b [1]byte
-	c.SetReadDeadline(time.Now().Add(handshakeTimeout))
+	c.SetDeadline(time.Now().Add(handshakeTimeout))
+	// The TLS handshake (mutual TLS, or the gossip key's) completes before
+	// anything of a protocol is read: a peer without the credential is
+	// closed here, and no handler sees it.
+	if tc := tlsConn(c); tc != nil {
+		ctx, cancel := context.WithTimeout(n.ctx, handshakeTimeout)
+		err := tc.HandshakeContext(ctx)
+		cancel()
+		if err != nil {
+			n.logger.Printf("cluster port: refused %s: TLS handshake failed (a peer without this cluster's credential?): %v", c.RemoteAddr(), err)
+			c.Close()
+			return
+		}
+	}
 	if _, err := c.Read(b[:]); err != nil {
 		n.logger.Printf("cluster port: %s sent no protocol byte: %v", c.RemoteAddr(), err)
 		c.Close()
 		return
 	}
-	c.SetReadDeadline(time.Time{})
+	c.SetDeadline(time.Time{})
 	switch {
 	case b[0] == protoRaft && n.mux != nil:
-		if !n.mux.raft.deliver(c) {
+		if !n.mux.raft.deliver(&raftConn{Conn: c, timeout: n.lim.raftMsg}) {
 			c.Close()
 		}
 	case b[0] == protoForward:
@@ -95,6 +221,50 @@ func (n *Node) ServeClusterConn(c net.Conn) {
 		n.logger.Printf("cluster port: %s sent unknown protocol byte %#x; closing", c.RemoteAddr(), b[0])
 		c.Close()
 	}
+}
+
+// tlsConn returns the TLS connection under c, or nil.
+func tlsConn(c net.Conn) *tls.Conn {
+	if s, ok := c.(*slotConn); ok {
+		c = s.Conn
+	}
+	tc, _ := c.(*tls.Conn)
+	return tc
+}
+
+// raftConn gives Raft's server side a message deadline: hashicorp/raft
+// reads a request and writes its answer, in turn, and sets no deadline of
+// its own on the accepting side. Once a request has begun to arrive, the
+// rest of it (up to the answer) must come within timeout; between
+// requests the connection may idle, as Raft's pooled connections do.
+type raftConn struct {
+	net.Conn
+	timeout time.Duration
+	mu      sync.Mutex
+	started bool // a request has begun and no answer has been written
+}
+
+func (c *raftConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.mu.Lock()
+		if !c.started {
+			c.started = true
+			c.Conn.SetReadDeadline(time.Now().Add(c.timeout))
+		}
+		c.mu.Unlock()
+	}
+	return n, err
+}
+
+func (c *raftConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	if c.started {
+		c.started = false
+		c.Conn.SetReadDeadline(time.Time{})
+	}
+	c.mu.Unlock()
+	return c.Conn.Write(p)
 }
 
 // dialCluster connects to a peer's cluster port (TLS when configured, or

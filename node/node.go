@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/toolnode/toolnode/audit"
 	"github.com/toolnode/toolnode/cluster"
+	"github.com/toolnode/toolnode/logx"
 	"github.com/toolnode/toolnode/metrics"
 	"github.com/toolnode/toolnode/p9"
 	"github.com/toolnode/toolnode/raftfsm"
@@ -50,7 +52,9 @@ type Node struct {
 	transport raft.Transport
 	mux       *mux        // nil when Config.RaftTransport is given
 	tls       *clusterTLS // nil: plain TCP
+	lim       portLimits  // the cluster port's deadlines
 	fwd       fwdPool
+	callConns callPool
 	nudge     nudger    // retry.go
 	ri        readIndex // readindex.go
 	route     router
@@ -60,6 +64,7 @@ type Node struct {
 	gossip    *cluster.Cluster
 	p9        *p9.Server
 	p9ln      net.Listener
+	p9tls     bool         // the 9P listener speaks TLS
 	mcp       *mcpServer   // nil unless -mcp
 	metrics   *metrics.Set // nil unless -metrics: its methods do nothing then
 	metricsLn net.Listener
@@ -69,7 +74,11 @@ type Node struct {
 	catalog *catalog
 	events  *eventLog
 	runner  *registry.Runner
-	sandbox string // how tools are run, for the node file
+	sandbox string     // how tools are run, for the node file
+	calls   *callQueue // -max-calls
+	digests registry.DigestCache
+
+	environHidden bool // the process's /proc/PID/environ is blanked
 
 	pub       publisher
 	reconcile chan struct{} // membership changed: the leader reconciles
@@ -82,7 +91,8 @@ type Node struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	audit *audit.Log // Config.AuditFile; nil: none
+	audit   *audit.Log  // Config.AuditFile; nil: none
+	closing atomic.Bool // Close has begun: Raft's shutdown noise is expected (logging.go)
 }
 
 // New starts a node: Raft on its data directory, gossip, the publisher of
@@ -94,9 +104,10 @@ func New(cfg Config) (n *Node, err error) {
 	}
 	n = &Node{
 		cfg:       cfg,
-		logger:    log.New(cfg.LogOutput, "", log.LstdFlags|log.Lmsgprefix),
+		logger:    log.New(logx.Writer(cfg.Logger, slog.LevelInfo), "", 0),
 		reconcile: make(chan struct{}, 1),
 		metaKick:  make(chan struct{}, 1),
+		lim:       defaultPortLimits,
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.events = newEventLog(4096)
@@ -125,6 +136,12 @@ func New(cfg Config) (n *Node, err error) {
 	if n.tls, err = loadClusterTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSCA); err != nil {
 		return nil, err
 	}
+	if n.tls == nil && len(cfg.EncryptKey) > 0 {
+		if n.tls, err = keyClusterTLS(cfg.EncryptKey, cfg.Name); err != nil {
+			return nil, err
+		}
+	}
+	n.logPortSecurity()
 	if cfg.AuditFile != "" {
 		if n.audit, err = audit.Open(cfg.AuditFile, n.logger.Printf); err != nil {
 			return nil, err
@@ -147,6 +164,7 @@ func New(cfg Config) (n *Node, err error) {
 		return nil, err
 	}
 	n.catalog.rebuild(n.fsm.Tools, n.fsm.Tool)
+	n.logDirs()
 	n.startPublisher()
 	n.startResolver()
 	n.gossip.SetCapabilities(n.catalog.caps())
@@ -174,21 +192,36 @@ func (n *Node) setupRunner() {
 		Yolo:       n.cfg.Yolo,
 		ScratchDir: n.scratchDir(),
 		NodeName:   n.cfg.Name,
+		Protected:  n.protectedPaths(),
+		ToolEnv:    n.cfg.ToolEnv,
 	}
 	if n.cfg.ToolsDir != "" {
 		rc.ExtraPath = []string{n.cfg.ToolsDir}
+		rc.Readable = []string{n.cfg.ToolsDir} // -examples puts it in the data directory
 	}
 	n.runner = registry.NewRunner(rc)
-	switch abi, err := registry.SandboxStatus(); {
+	n.calls = newCallQueue(n.cfg.MaxCalls, min(n.cfg.CallTimeout, MaxCallWait))
+	switch _, err := registry.SandboxStatus(); {
 	case n.cfg.Yolo:
 		n.sandbox = "off (-yolo)"
-		n.logger.Printf("WARNING: -yolo: tools run WITHOUT the sandbox and can change any file this user can")
+		n.warnf("-yolo: tools run WITHOUT the sandbox and can change any file this user can")
 	case err != nil:
 		n.sandbox = "unavailable: " + err.Error()
-		n.logger.Printf("sandbox unavailable: %v; this node will refuse to run tools (start it with -yolo to run them unsandboxed)", err)
+		n.warnf("sandbox unavailable: %v; this node will refuse to run tools (start it with -yolo to run them unsandboxed)", err)
 	default:
-		n.sandbox = fmt.Sprintf("landlock ABI %d", abi)
+		// Tools can read /proc/PID/environ of the node: blank it (the
+		// runtime keeps its own copy).
+		if err := registry.HideEnviron(); err != nil {
+			n.warnf("sandbox: cannot blank this process's /proc/PID/environ: %v", err)
+		} else {
+			n.environHidden = true
+		}
+		// What the kernel provides, each protection named, a missing one
+		// included.
+		n.sandbox = n.sandboxLine()
 	}
+	n.sandbox += fmt.Sprintf("; max-calls %d", n.cfg.MaxCalls)
+	n.logger.Printf("tools run with: %s", n.sandbox)
 }
 
 // raftConfig tunes hashicorp/raft for a LAN: a dead leader is noticed
@@ -217,7 +250,7 @@ func (n *Node) startRaft() error {
 	if err := os.MkdirAll(filepath.Join(dir, "wal"), 0o700); err != nil {
 		return fmt.Errorf("raft directory: %w", err)
 	}
-	hl := hclog.New(&hclog.LoggerOptions{Name: "raft", Output: n.cfg.LogOutput, Level: hclog.Warn})
+	hl := n.raftLogger()
 	// The WAL does not close a meta store it did not make; holding our own
 	// lets Close release its file lock, so the node can be reopened.
 	n.walMeta = &metadb.BoltMetaDB{}
@@ -284,7 +317,7 @@ func (n *Node) startClusterPort(hl hclog.Logger) error {
 		ln.Close()
 		return err
 	}
-	n.mux = newMux(n.tls.wrapListener(ln))
+	n.mux = newMux(n.tls.wrapListener(ln), n.cfg.MaxClusterConns, n.logger.Printf)
 	n.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  &raftLayer{muxListener: n.mux.raft, advertise: adv, n: n},
 		MaxPool: 3,
@@ -331,7 +364,7 @@ func (n *Node) startGossip() error {
 		Advertise: n.cfg.Advertise,
 		Key:       n.cfg.EncryptKey,
 		Meta:      n.meta(),
-		LogOutput: filteredLog{n.cfg.LogOutput},
+		LogOutput: n.gossipLogOutput(),
 		Transport: n.cfg.GossipTransport,
 	})
 	if err != nil {
@@ -504,6 +537,16 @@ func (n *Node) startP9Listener() error {
 			return fmt.Errorf("9P address: %w", err)
 		}
 	}
+	tcfg, err := loadP9TLS(n.cfg.P9TLSCert, n.cfg.P9TLSKey)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	if tcfg != nil {
+		ln = newTLSListener(ln, tcfg, p9HandshakeTimeout, p9MaxHandshakes, n.logger.Printf)
+		n.p9tls = true
+		n.logger.Printf("9P over TLS on %s, certificate %s", ln.Addr(), n.cfg.P9TLSCert)
+	}
 	n.p9ln = ln
 	return nil
 }
@@ -663,19 +706,26 @@ func (n *Node) Close() error {
 		} else if n.p9ln != nil {
 			n.p9ln.Close()
 		}
+		n.closing.Store(true)
 		if n.raft != nil && n.raft.State() == raft.Leader && n.otherVoters() {
 			if err := n.raft.LeadershipTransfer().Error(); err != nil {
-				n.logger.Printf("handing over leadership: %v", err)
+				n.warnf("handing over leadership: %v", err)
 			}
 		}
 		n.cancel()
 		if n.gossip != nil {
 			if err := n.gossip.Leave(2 * time.Second); err != nil {
-				n.logger.Printf("gossip leave: %v", err)
+				n.warnf("gossip leave: %v", err)
 			}
 		}
 		n.wg.Wait()
 		n.fwd.closeAll()
+		if n.runner != nil {
+			if err := n.runner.Close(); err != nil {
+				n.logger.Printf("removing the cgroups of calls: %v", err)
+			}
+		}
+		n.callConns.closeAll()
 		if n.raft != nil {
 			if err := n.raft.Shutdown().Error(); err != nil {
 				n.closeErr = fmt.Errorf("raft shutdown: %w", err)
@@ -719,16 +769,4 @@ func (n *Node) otherVoters() bool {
 		}
 	}
 	return false
-}
-
-// filteredLog drops memberlist's debug chatter.
-type filteredLog struct {
-	w interface{ Write([]byte) (int, error) }
-}
-
-func (f filteredLog) Write(p []byte) (int, error) {
-	if strings.Contains(string(p), "[DEBUG]") {
-		return len(p), nil
-	}
-	return f.w.Write(p)
 }

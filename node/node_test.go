@@ -171,7 +171,9 @@ func Test_Node_PublishWatchCallRestart(t *testing.T) {
 	waitFor(t, "later withdrawn", time.Second, func() bool { return !strings.Contains(readFile(t, fsys, "t/idx"), "later") })
 
 	// Sessions and agents.
-	if got := mustAsk(t, fsys, "session/new", "name=dev agent=helper cwd="+root); got != "dev\n" {
+	work := filepath.Join(root, "work") // cwd rules: not around the node's own directories
+	os.MkdirAll(work, 0o755)
+	if got := mustAsk(t, fsys, "session/new", "name=dev agent=helper cwd="+work); got != "dev\n" {
 		t.Fatalf("session/new answered %q", got)
 	}
 	if got := readFile(t, fsys, "session/dev/agent/helper/toolsrv.loaded"); got != "greet\n" {

@@ -68,7 +68,7 @@ func (n *Node) startPublisher() {
 			defer n.wg.Done()
 			err := registry.WatchDir(n.ctx, w.dir, n.cfg.Debounce, n.logger.Printf, func() { kick(w.kick) })
 			if err != nil && n.ctx.Err() == nil {
-				n.logger.Printf("watching %s stopped: %v", w.dir, err)
+				n.warnf("watching %s stopped: %v", w.dir, err)
 			}
 		}()
 	}
@@ -142,7 +142,7 @@ func (n *Node) logProblems(kind, dir string, probs []registry.Problem) {
 		present[p.File] = true
 		reason := p.Err.Error()
 		if n.pub.problems[p.File] != reason {
-			n.logger.Printf("%s: skipping invalid %s: %s (a valid version already published is kept)", kind, p.File, reason)
+			n.warnf("%s: skipping invalid %s: %s (a valid version already published is kept)", kind, p.File, reason)
 			n.pub.problems[p.File] = reason
 		}
 	}
@@ -173,7 +173,7 @@ func (n *Node) syncTools() bool {
 	}
 	found, probs, err := registry.ScanTools(n.cfg.ToolsDir)
 	if err != nil {
-		n.logger.Printf("tools: cannot read %s: %v", n.cfg.ToolsDir, err)
+		n.warnf("tools: cannot read %s: %v", n.cfg.ToolsDir, err)
 		return true // nothing to retry until the directory changes
 	}
 	n.logProblems("tools", n.cfg.ToolsDir, probs)
@@ -190,6 +190,7 @@ func (n *Node) syncTools() bool {
 		if ok && cur.Owner == n.cfg.Name && cur.Origin == raftfsm.OriginDir && bytes.Equal(cur.Meta, dt.Meta) && cur.ExecHash == spec.ExecHash {
 			continue
 		}
+		n.logNotes(name, dt.Notes)
 		if spec.ExecHash != "" {
 			if _, stored := n.fsm.Blob(spec.ExecHash); !stored {
 				spec.Exec = exe
@@ -213,14 +214,14 @@ func (n *Node) syncTools() bool {
 		k := min(len(specs), publishBatch)
 		cmd := raftfsm.PublishTools{Owner: n.cfg.Name, Origin: raftfsm.OriginDir, Time: time.Now().UnixNano(), Tools: specs[:k]}
 		if _, err := n.applyOwn("publish-tools", toolNames(specs[:k]), raftfsm.CmdPublishTools, cmd); err != nil {
-			n.logger.Printf("tools: publishing %d tools failed: %v (will retry)", k, err)
+			n.warnf("tools: publishing %d tools failed: %v (will retry)", k, err)
 			return false
 		}
 		specs = specs[k:]
 	}
 	if len(gone) > 0 {
 		if _, err := n.applyOwn("withdraw-tools", gone, raftfsm.CmdWithdrawTools, raftfsm.WithdrawTools{Owner: n.cfg.Name, Origin: raftfsm.OriginDir, Names: gone}); err != nil {
-			n.logger.Printf("tools: withdrawing %s failed: %v (will retry)", strings.Join(gone, ", "), err)
+			n.warnf("tools: withdrawing %s failed: %v (will retry)", strings.Join(gone, ", "), err)
 			return false
 		}
 	}
@@ -239,7 +240,7 @@ func (n *Node) execHash(path string) (string, []byte) {
 		return "", nil
 	}
 	if fi.Size() > MaxExecutable {
-		n.logger.Printf("tools: %s is %d bytes, over the %d-byte limit for replicated executables: publishing its metadata only", path, fi.Size(), MaxExecutable)
+		n.warnf("tools: %s is %d bytes, over the %d-byte limit for replicated executables: publishing its metadata only", path, fi.Size(), MaxExecutable)
 		return "", nil
 	}
 	n.pub.mu.Lock()
@@ -250,7 +251,7 @@ func (n *Node) execHash(path string) (string, []byte) {
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		n.logger.Printf("tools: cannot read %s: %v", path, err)
+		n.warnf("tools: cannot read %s: %v", path, err)
 		return "", nil
 	}
 	sum := ExecHashOf(b)
@@ -268,7 +269,7 @@ func (n *Node) syncProfiles() bool {
 	}
 	found, probs, err := registry.ScanProfiles(n.cfg.AgentsDir)
 	if err != nil {
-		n.logger.Printf("agents: cannot read %s: %v", n.cfg.AgentsDir, err)
+		n.warnf("agents: cannot read %s: %v", n.cfg.AgentsDir, err)
 		return true
 	}
 	n.logProblems("agents", n.cfg.AgentsDir, probs)
@@ -288,13 +289,13 @@ func (n *Node) syncProfiles() bool {
 	}
 	if len(specs) > 0 {
 		if _, err := n.applyOwn("publish-profiles", profileNames(specs), raftfsm.CmdPublishProfiles, raftfsm.PublishProfiles{Owner: n.cfg.Name, Origin: raftfsm.OriginDir, Profiles: specs, Time: nowNano()}); err != nil {
-			n.logger.Printf("agents: publishing profiles failed: %v (will retry)", err)
+			n.warnf("agents: publishing profiles failed: %v (will retry)", err)
 			return false
 		}
 	}
 	if len(gone) > 0 {
 		if _, err := n.applyOwn("withdraw-profiles", gone, raftfsm.CmdWithdrawProfiles, raftfsm.WithdrawProfiles{Owner: n.cfg.Name, Origin: raftfsm.OriginDir, Names: gone}); err != nil {
-			n.logger.Printf("agents: withdrawing profiles failed: %v (will retry)", err)
+			n.warnf("agents: withdrawing profiles failed: %v (will retry)", err)
 			return false
 		}
 	}
@@ -309,7 +310,7 @@ func (n *Node) materialiseSince(index uint64) uint64 {
 	for _, t := range n.fsm.Tools() {
 		if t.Index > index && t.ExecHash != "" {
 			if _, err := n.materialise(t.ExecHash); err != nil {
-				n.logger.Printf("tools: writing the executable of %s: %v", t.Name, err)
+				n.warnf("tools: writing the executable of %s: %v", t.Name, err)
 			}
 		}
 	}
@@ -317,7 +318,8 @@ func (n *Node) materialiseSince(index uint64) uint64 {
 }
 
 // materialise writes a published executable into the data directory
-// (content-addressed, executable) and returns its path.
+// (content-addressed, read-only and executable: 0555) and returns its
+// path. Callers that run it check its digest first (verifiedExecutable).
 func (n *Node) materialise(hash string) (string, error) {
 	path := filepath.Join(n.execDir(), hash)
 	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
@@ -336,7 +338,7 @@ func (n *Node) materialise(hash string) (string, error) {
 		tmp.Close()
 		return "", err
 	}
-	if err := tmp.Chmod(0o755); err != nil {
+	if err := tmp.Chmod(0o555); err != nil {
 		tmp.Close()
 		return "", err
 	}

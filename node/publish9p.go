@@ -49,10 +49,12 @@ func (n *Node) PublishToolMeta(name string, data []byte) error {
 	if err := registry.ValidName(name); err != nil {
 		return err
 	}
-	if _, _, err := registry.ParseMeta(data); err != nil {
+	_, notes, err := registry.ParseMeta(data)
+	if err != nil {
 		return fmt.Errorf("invalid tool metadata in %s.meta: %w; nothing was published", name, err)
 	}
-	_, err := n.apply(raftfsm.CmdPutToolMeta, raftfsm.PutToolMeta{
+	n.logNotes(name, notes)
+	_, err = n.apply(raftfsm.CmdPutToolMeta, raftfsm.PutToolMeta{
 		Owner: n.cfg.Name, Origin: raftfsm.Origin9P, Time: nowNano(), Name: name, Meta: data,
 	})
 	return err

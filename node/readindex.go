@@ -160,7 +160,7 @@ func (n *Node) ask(addr string, req fwdRequest, timeout time.Duration) (fwdRespo
 		c.Close()
 		return resp, err
 	}
-	if err := readMsg(c, &resp); err != nil {
+	if err := readMsg(c, &resp, maxFwdResponse); err != nil {
 		c.Close()
 		return resp, fmt.Errorf("the leader at %s did not answer: %v", addr, err)
 	}

@@ -13,11 +13,14 @@ import (
 	"time"
 
 	"github.com/toolnode/toolnode/cluster"
+	"github.com/toolnode/toolnode/registry"
 )
 
 // A call of a tool this host cannot run goes to an alive node that can
-// (gossip tells which), over the cluster port (protocol byte 'C', one call
-// per connection). The result, the error and the exit status come back as
+// (gossip tells which), over the cluster port (protocol byte 'C': calls
+// one at a time on a connection, which the caller keeps for the next call
+// to that node, so the cluster port's handshake is paid once, not per
+// call). The result, the error and the exit status come back as
 // the runner produced them there, with TOOLNODE_NODE naming that host.
 //
 // The caller sends its applied Raft index, and the runner first catches
@@ -26,6 +29,14 @@ import (
 // caller's fid, or the caller's node stopping).
 
 const protoCall byte = 'C'
+
+// Caps of a routed call's messages: the request carries arguments of at
+// most 1 MiB (DESIGN §3) and a few names; the answer, a tool's output up
+// to the runner's cap, base64 in JSON, or an error.
+const (
+	maxCallRequest  = 2 << 20
+	maxCallResponse = 4*registry.DefaultOutputCap/3 + 1<<20
+)
 
 // callGrace is how long past the call timeout the caller waits for a
 // remote answer before it gives up on that node.
@@ -135,53 +146,162 @@ func (n *Node) callElsewhere(ctx context.Context, session, agent, tool string, a
 
 // callOn sends the call to one node and waits for its answer.
 func (n *Node) callOn(ctx context.Context, c cluster.Capable, req callRequest) ([]byte, error) {
-	conn, err := n.dialCluster(c.Meta.Cluster, protoCall, 5*time.Second)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", errUnsent, c.Node, err)
+	addr := c.Meta.Cluster
+	conn := n.callConns.get(addr)
+	if conn == nil {
+		var err error
+		if conn, err = n.dialCluster(addr, protoCall, 5*time.Second); err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", errUnsent, c.Node, err)
+		}
 	}
-	defer conn.Close()
+	keep := false
+	defer func() {
+		if !keep {
+			conn.Close()
+		}
+	}()
 	deadline := time.Now().Add(n.cfg.CallTimeout + callGrace)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
 	conn.SetDeadline(deadline)
 	stop := context.AfterFunc(ctx, func() { conn.Close() }) // a flush cancels the call there
-	defer stop()
 	if err := writeMsg(conn, req); err != nil {
+		stop()
 		return nil, fmt.Errorf("%w: %s: %v", errUnsent, c.Node, err)
 	}
 	var resp callResponse
-	if err := readMsg(conn, &resp); err != nil {
+	err := readMsg(conn, &resp, maxCallResponse)
+	if !stop() || err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("call of %s on %s cancelled: %w", req.Tool, c.Node, ctx.Err())
 		}
 		n.route.markBad(c.Node)
 		return nil, fmt.Errorf("node %s stopped answering while running %s (it may have failed); the call did not complete: %v", c.Node, req.Tool, err)
 	}
+	conn.SetDeadline(time.Time{})
+	keep = true
+	n.callConns.put(addr, conn)
 	if resp.Err != "" {
 		return nil, errors.New(resp.Err)
 	}
 	return resp.Out, nil
 }
 
-// serveCall runs one routed call for another node.
-func (n *Node) serveCall(c net.Conn) {
-	defer c.Close()
-	br := bufio.NewReader(c)
-	var req callRequest
-	c.SetReadDeadline(time.Now().Add(handshakeTimeout))
-	if err := readMsg(br, &req); err != nil {
-		n.logger.Printf("routed call from %s: %v", c.RemoteAddr(), err)
+// callPool keeps idle routed-call connections per node address. A
+// connection idle for longer than callReuse is not reused: the runner
+// closes connections idle for its callIdle deadline, and one it is closing
+// must not take a call.
+type callPool struct {
+	mu   sync.Mutex
+	idle map[string][]pooledConn
+}
+
+type pooledConn struct {
+	c     net.Conn
+	since time.Time
+}
+
+const (
+	callIdleMax = 16               // idle connections kept per node
+	callReuse   = 30 * time.Second // well under the runner's callIdle
+)
+
+func (p *callPool) get(addr string) net.Conn {
+	for {
+		p.mu.Lock()
+		cs := p.idle[addr]
+		if len(cs) == 0 {
+			p.mu.Unlock()
+			return nil
+		}
+		pc := cs[len(cs)-1]
+		p.idle[addr] = cs[:len(cs)-1]
+		p.mu.Unlock()
+		if time.Since(pc.since) < callReuse && alive(pc.c) {
+			return pc.c
+		}
+		pc.c.Close()
+	}
+}
+
+func (p *callPool) put(addr string, c net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.idle == nil {
+		p.idle = map[string][]pooledConn{}
+	}
+	if len(p.idle[addr]) >= callIdleMax {
+		c.Close()
 		return
 	}
-	c.SetReadDeadline(time.Time{})
+	p.idle[addr] = append(p.idle[addr], pooledConn{c, time.Now()})
+}
+
+func (p *callPool) closeAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, cs := range p.idle {
+		for _, pc := range cs {
+			pc.c.Close()
+		}
+	}
+	p.idle = nil
+}
+
+// serveCall runs the routed calls another node sends on one connection,
+// one at a time, until it closes the connection or leaves it idle for
+// callIdle.
+func (n *Node) serveCall(c net.Conn) {
+	defer c.Close()
+	// A node that stops closes the connections it keeps for callers.
+	stop := context.AfterFunc(n.ctx, func() { c.Close() })
+	defer stop()
+	br := bufio.NewReader(c)
+	for first := true; ; first = false {
+		idle := n.lim.callIdle
+		if first {
+			idle = handshakeTimeout
+		}
+		var req callRequest
+		if _, err := readMsgTimed(br, c, &req, maxCallRequest, idle, n.lim.callMsg); err != nil {
+			switch {
+			case errors.Is(err, errTooBig):
+				n.logger.Printf("routed call from %s: %v; closing", c.RemoteAddr(), err)
+				c.SetWriteDeadline(time.Now().Add(handshakeTimeout))
+				writeMsg(c, callResponse{Err: "routed call refused: " + err.Error()})
+			case !first && (errors.Is(err, io.EOF) || (timeoutErr(err) && !midMessage(err))):
+				// The caller closed its idle connection, or left it idle.
+			case timeoutErr(err):
+				n.logger.Printf("routed call from %s: closing: no complete request within the deadline (%v)", c.RemoteAddr(), n.lim.callMsg)
+			case n.ctx.Err() == nil && !errors.Is(err, net.ErrClosed):
+				n.logger.Printf("routed call from %s: %v", c.RemoteAddr(), err)
+			}
+			return
+		}
+		if !n.serveOneCall(c, br, req) {
+			return
+		}
+	}
+}
+
+// serveOneCall runs one call and answers it; false: the connection is done.
+func (n *Node) serveOneCall(c net.Conn, br *bufio.Reader, req callRequest) bool {
 	ctx, cancel := context.WithCancel(n.ctx)
 	defer cancel()
+	// The caller sends nothing until it has the answer: a read that
+	// returns anything but the deadline set below means it closed the
+	// connection (or broke the protocol), and the call is abandoned.
+	gone := make(chan bool, 1)
 	go func() {
-		// The caller sends nothing more: a read that returns means it
-		// closed the connection, and the call is abandoned.
-		io.Copy(io.Discard, br)
+		var b [1]byte
+		_, err := br.Read(b[:])
+		if err != nil && timeoutErr(err) {
+			gone <- false
+			return
+		}
 		cancel()
+		gone <- true
 	}()
 	resp := callResponse{}
 	start := time.Now()
@@ -192,10 +312,20 @@ func (n *Node) serveCall(c net.Conn) {
 	} else {
 		resp.Out = out
 	}
-	c.SetWriteDeadline(time.Now().Add(handshakeTimeout))
-	if err := writeMsg(c, resp); err != nil && ctx.Err() == nil {
-		n.logger.Printf("routed call from %s: answering: %v", c.RemoteAddr(), err)
+	c.SetReadDeadline(time.Now()) // stops the watcher
+	if <-gone {
+		return false
 	}
+	c.SetReadDeadline(time.Time{})
+	c.SetWriteDeadline(time.Now().Add(handshakeTimeout))
+	if err := writeMsg(c, resp); err != nil {
+		if ctx.Err() == nil {
+			n.logger.Printf("routed call from %s: answering: %v", c.RemoteAddr(), err)
+		}
+		return false
+	}
+	c.SetWriteDeadline(time.Time{})
+	return true
 }
 
 // runRouted checks a routed call against this node's state and runs it.

@@ -47,6 +47,7 @@ import (
 type clusterTLS struct {
 	server *tls.Config // for the listener: RequireAndVerifyClientCert against the CA
 	client *tls.Config // for dialers: presents the node cert, verifies the server against the CA
+	mode   string      // how the port is secured, for the log
 }
 
 // loadClusterTLS reads the node's certificate, its private key and the CA
@@ -147,6 +148,9 @@ func loadClusterTLS(certFile, keyFile, caFile string) (*clusterTLS, error) {
 		// RootCAs is not consulted while InsecureSkipVerify is set; it
 		// is kept so the configuration says what it trusts.
 		RootCAs: pool,
+		// Resumed sessions skip the certificates' signatures on every
+		// connection after the first to a peer (see keyClusterTLS).
+		ClientSessionCache: tls.NewLRUClientSessionCache(256),
 		// InsecureSkipVerify turns off Go's own verification of the
 		// server, which would insist on the dialled host name or IP
 		// being in the certificate. Nodes are addressed by IPs and
@@ -159,7 +163,7 @@ func loadClusterTLS(certFile, keyFile, caFile string) (*clusterTLS, error) {
 			return verifyClusterPeer(cs.PeerCertificates, pool, x509.ExtKeyUsageServerAuth)
 		},
 	}
-	return &clusterTLS{server: server, client: client}, nil
+	return &clusterTLS{server: server, client: client, mode: "mutual TLS with the CA in " + caFile}, nil
 }
 
 // wrapListener returns ln unchanged when t is nil. Otherwise Accept on the

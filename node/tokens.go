@@ -86,9 +86,13 @@ func (n *Node) NewToken(by p9.Principal, name string, role p9.Role) (string, err
 	if err != nil {
 		return "", err
 	}
+	start := time.Now()
 	_, err = n.apply(raftfsm.CmdPutToken, raftfsm.PutToken{
 		Name: name, Role: role.String(), Hash: hash, By: by.Name, Time: nowNano(),
 	})
+	if n.audit != nil {
+		n.record(start, by.Name, "token-new", name+" role="+role.String(), err)
+	}
 	if err != nil {
 		return "", err
 	}
@@ -111,7 +115,12 @@ func (n *Node) RevokeToken(by p9.Principal, name string) error {
 	if err := acl.CheckName(name); err != nil {
 		return err
 	}
-	if _, err := n.apply(raftfsm.CmdRevokeToken, raftfsm.RevokeToken{Name: name}); err != nil {
+	start := time.Now()
+	_, err := n.apply(raftfsm.CmdRevokeToken, raftfsm.RevokeToken{Name: name})
+	if n.audit != nil {
+		n.record(start, by.Name, "token-revoke", name, err)
+	}
+	if err != nil {
 		return err
 	}
 	n.logger.Printf("token %s revoked by %s", name, by.Name)

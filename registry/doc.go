@@ -12,8 +12,13 @@
 //     (ScanTools, ScanProfiles, ParseProfile, WatchDir);
 //   - command resolution and execution: argument validation, the process
 //     group, timeout, output cap, exit status and stderr tail (Runner);
+//   - holding a call's processes: a cgroup per call (cgroup.kill, pids.max)
+//     or, without one, the node as child subreaper sweeping its orphans;
+//     the list of protections in force (Runner.Protections);
 //   - the Landlock sandbox, applied to a dedicated thread of the node that
-//     starts the tool and ends after it (SandboxStatus, startOnThread).
+//     starts the tool and ends after it (SandboxStatus, startOnThread,
+//     Runner.SandboxInfo), the tool environment's allow-list
+//     (CheckToolEnv) and the digest check of executables (DigestCache).
 //
 // Decisions where the design leaves room:
 //
@@ -28,19 +33,39 @@
 //     outside the schema are refused, so a schema cannot make the node
 //     read files or the network.
 //   - Run kills what is left of a tool's process group when the tool
-//     exits, so no process of a call outlives it. The tool's name is $0 of
-//     a cmd run through /bin/sh -c. PATH entries that are not absolute are
-//     not searched for tools.
-//   - The sandbox (Landlock, filesystem rights only) lets a tool read and
-//     execute everything, write its scratch directory (TMPDIR), its
-//     session's working directory unless its scope is "read", and
-//     /dev/null, /dev/zero, /dev/full, /dev/tty and /dev/[u]random. The
-//     network is not restricted.
-//
+//     exits, and everything in the call's cgroup (or, without cgroups, the
+//     orphans the node inherited as subreaper), so no process of a call
+//     outlives it, setsid and double forks included. A call may have
+//     RunnerConfig.MaxProcs processes where a pids controller exists (v2,
+//     else the v1 pids hierarchy of a hybrid host); elsewhere there is no
+//     per-call limit and Protections says so. Yolo turns containment off
+//     with the sandbox: only the process group is killed. The tool's name
+//     is $0 of a cmd run through /bin/sh -c. PATH entries that are not
+//     absolute are not searched for tools.
+//   - The sandbox (Landlock) lets a tool read and execute everything but
+//     the protected trees (RunnerConfig.Protected and the scratch parent:
+//     granted as the siblings along each protected path, see fsView),
+//     write its scratch directory (TMPDIR), its session's working
+//     directory unless its scope is "read", and /dev/null, /dev/zero,
+//     /dev/full, /dev/tty and /dev/[u]random. Signals and abstract unix
+//     sockets are scoped to the call where the kernel can (ABI 6),
+//     pathname unix sockets confined to the writable directories where it
+//     can (ABI 9); the tool gets an allow-listed environment, descriptors
+//     0-2 only, and, under a root node, no capabilities. The network is
+//     not restricted. Runner.SandboxInfo lists what the kernel provides
+//     and names what it lacks.
+//   - The package's init locks the main goroutine to the process's first
+//     thread, so that a sandboxed thread is never the thread group leader
+//     (the kernel judges /proc/PID, signals and ptrace of the node by it).
+//   - DigestCache checks an executable against its published SHA-256,
+//     remembering digests by file identity; HideEnviron blanks the
+//     process's start-up environment in /proc/PID/environ.
+
 // It must not touch Raft, the network, gossip or 9P, and imports no other
 // package of toolnode: the replicated state machine, the cluster and the 9P
 // tree all use registry types, never the other way round. It keeps no
-// global mutable state beyond caches (compiled schemas) and never logs on
+// global mutable state beyond caches (compiled schemas, the read rules of
+// a Runner, digests) and never logs on
 // its own: callers pass a logger where one is needed (WatchDir) and get
 // problems back as values (ScanTools).
 package registry

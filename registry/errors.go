@@ -31,4 +31,7 @@ var (
 	// ErrNoSandbox: the sandbox is required (no -yolo) but this host
 	// cannot provide it. Nothing was run.
 	ErrNoSandbox = errors.New("sandbox unavailable")
+	// ErrExecDigest: an executable's content is not what was published
+	// (its SHA-256 differs). Nothing was run.
+	ErrExecDigest = errors.New("invalid executable: its digest does not match")
 )

@@ -25,7 +25,9 @@ type proc struct {
 	env    []string
 	stdin  []byte
 	outCap int64
-	rw     []string // non-nil: start sandboxed, writable only under these
+	sb     *sandboxSpec // non-nil: start sandboxed
+
+	cg *containment // nil: the process group is all that is killed
 }
 
 // procResult is what became of it.
@@ -73,6 +75,12 @@ func runProcess(ctx context.Context, p proc) (procResult, error) {
 		closeAll()
 		return res, err
 	}
+	group, err := p.cg.newCall()
+	if err != nil {
+		closeAll()
+		return res, err
+	}
+	defer group.finish() // deferred first, so it runs after release
 	cmd := &exec.Cmd{
 		Path:        p.argv[0],
 		Args:        p.argv,
@@ -83,7 +91,14 @@ func runProcess(ctx context.Context, p proc) (procResult, error) {
 		Stderr:      errW,
 		SysProcAttr: procAttr(),
 	}
-	release, err := startOnThread(cmd, p.rw)
+	group.setAttr(cmd.SysProcAttr)
+	beginStart()
+	release, err := startOnThread(cmd, p.sb, group.onThread)
+	if err == nil {
+		endStart(cmd.Process.Pid)
+	} else {
+		endStart(0)
+	}
 	// The child has its own copies; ours would keep the pipes open.
 	_ = inR.Close()
 	_ = outW.Close()
@@ -117,21 +132,26 @@ func runProcess(ctx context.Context, p proc) (procResult, error) {
 	case <-ctx.Done():
 		res.killed = ctx.Err()
 		killGroup(pid)
+		group.kill()
 		<-exited
 	case <-capHit:
 		killGroup(pid)
+		group.kill()
 		<-exited
 	}
 	killGroup(pid)
+	group.kill()
 	if !waitReaps {
 		_ = cmd.Wait() // the status is read from ProcessState below
 	}
+	leaderReaped(pid)
 
 	grace := time.AfterFunc(pipeGrace, closeAll)
 	pipes.Wait()
 	grace.Stop()
 	closeAll()
 	reapGroup(pid, pipeGrace)
+	sweepOrphans(p.cg != nil && p.cg.subreaper, pipeGrace)
 
 	if ps := cmd.ProcessState; ps != nil {
 		res.status = ps.ExitCode()

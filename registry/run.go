@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -37,6 +38,19 @@ type RunnerConfig struct {
 	NodeName   string        // the value of TOOLNODE_NODE
 	Env        []string      // base environment; nil: os.Environ() as of NewRunner
 	ExtraPath  []string      // directories appended to the tool's PATH (and searched for tools without a command)
+	MaxProcs   int           // processes one call may have at once, where a pids controller exists; default DefaultMaxProcs
+
+	// Protected are trees and files a sandboxed tool may not read (the
+	// node's data directory, its key and certificate files); ScratchDir is
+	// always among them, so a call sees its own scratch directory only.
+	Protected []string
+	// Readable are trees a sandboxed tool may read and execute even when
+	// they lie in a protected one (a tools directory inside the data
+	// directory, as -examples makes it).
+	Readable []string
+	// ToolEnv names variables of Env passed to sandboxed tools on top of
+	// the allow-list (a trailing '*' passes a prefix); see CheckToolEnv.
+	ToolEnv []string
 }
 
 // Runner runs tools: it validates arguments, resolves the command, and runs
@@ -46,9 +60,17 @@ type Runner struct {
 	cfg     RunnerConfig
 	baseEnv []string // cfg.Env without the variables Run sets
 	path    string   // the tool's PATH
+	view    *fsView  // what sandboxed tools may read; nil under Yolo
+	ablate  ablation // zero but in benchmarks
+
+	treesMu sync.Mutex
+	trees   map[treeKey]*fsView // views of cwds around protected paths; guarded by treesMu
 
 	sandboxOnce sync.Once
 	sandboxErr  error
+
+	containOnce sync.Once
+	contain     *containment // nil under Yolo
 }
 
 // NewRunner returns a Runner for cfg, with defaults filled in.
@@ -58,6 +80,9 @@ func NewRunner(cfg RunnerConfig) *Runner {
 	}
 	if cfg.OutputCap <= 0 {
 		cfg.OutputCap = DefaultOutputCap
+	}
+	if cfg.MaxProcs <= 0 {
+		cfg.MaxProcs = DefaultMaxProcs
 	}
 	if cfg.ScratchDir == "" {
 		cfg.ScratchDir = os.TempDir()
@@ -78,8 +103,13 @@ func NewRunner(cfg RunnerConfig) *Runner {
 		case "PATH":
 			path = v
 		default:
-			r.baseEnv = append(r.baseEnv, kv)
+			if cfg.Yolo || envAllowed(k, cfg.ToolEnv) {
+				r.baseEnv = append(r.baseEnv, kv)
+			}
 		}
+	}
+	if !cfg.Yolo {
+		r.view = newFSView(append(slices.Clone(cfg.Protected), cfg.ScratchDir))
 	}
 	for _, d := range cfg.ExtraPath {
 		if d == "" {
@@ -134,8 +164,9 @@ func (e *ExitError) Error() string {
 // command — the tool's own executable, else Meta.Cmd through /bin/sh -c,
 // else Tool found in PATH, else ErrNoCommand — and, unless Yolo, checks
 // that the host can sandbox (ErrNoSandbox). The tool gets Args on standard
-// input, the base environment plus OLLIE_SESSION_ID, OLLIE_AGENT,
-// TOOLNODE_NODE and TMPDIR (its scratch directory, created for the call
+// input, the base environment (under the sandbox only its allow-listed
+// variables and ToolEnv, see CheckToolEnv) plus OLLIE_SESSION_ID,
+// OLLIE_AGENT, TOOLNODE_NODE and TMPDIR (its scratch directory, created for the call
 // and removed after it), and runs in Cwd or the scratch directory.
 //
 // Exit 0 gives standard output (for outputFormat json it must be valid
@@ -191,11 +222,11 @@ func (r *Runner) Run(ctx context.Context, inv Invocation) ([]byte, error) {
 		cwd = scratch
 	}
 
-	var rw []string // nil: not sandboxed
+	var sb *sandboxSpec // nil: not sandboxed
 	if !r.cfg.Yolo {
-		rw = []string{scratch}
-		if cwd != scratch && meta.Scope != "read" {
-			rw = append(rw, cwd)
+		sb = &sandboxSpec{view: r.view, rw: []string{scratch}, ro: append([]string{argv[0]}, r.cfg.Readable...), ablation: r.ablate}
+		if cwd != scratch {
+			r.grantCwd(sb, cwd, meta.Scope != "read")
 		}
 	}
 	env := append(r.baseEnv[:len(r.baseEnv):len(r.baseEnv)],
@@ -220,7 +251,8 @@ func (r *Runner) Run(ctx context.Context, inv Invocation) ([]byte, error) {
 		env:    env,
 		stdin:  args,
 		outCap: r.cfg.OutputCap,
-		rw:     rw,
+		sb:     sb,
+		cg:     r.containment(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("tool %q: cannot start %s: %w", inv.Tool, argv[0], err)
@@ -274,6 +306,27 @@ func lookPathIn(name, path string) string {
 		}
 	}
 	return ""
+}
+
+// containment finds, at the first call, how this host can hold a call's
+// processes (see detectContainment); nil under Yolo.
+func (r *Runner) containment() *containment {
+	r.containOnce.Do(func() {
+		if !r.cfg.Yolo {
+			r.contain = detectContainment(r.cfg.MaxProcs)
+		}
+	})
+	return r.contain
+}
+
+// Close removes what the Runner made on the host (its cgroups). Calls
+// still running are not waited for.
+func (r *Runner) Close() error {
+	r.containOnce.Do(func() {}) // none made after Close
+	if r.contain == nil {
+		return nil
+	}
+	return r.contain.close()
 }
 
 // kernelSandbox is SandboxStatus; tests replace it to play a kernel

@@ -37,3 +37,18 @@ func TestRun_ReapsOrphansAsSubreaper(t *testing.T) {
 		})
 	}
 }
+
+// viewFDs is how many descriptors r's sandbox holds for its read rules.
+func viewFDs(r *Runner) int {
+	if r.view == nil {
+		return 0
+	}
+	r.view.mu.RLock()
+	defer r.view.mu.RUnlock()
+	if r.view.rules == nil {
+		return 0
+	}
+	return len(r.view.rules.rules)
+}
+
+func ptraceSeize(pid int) error { return unix.PtraceSeize(pid) }

@@ -33,7 +33,9 @@ func newTestRunner(t testing.TB, mod func(*RunnerConfig)) *Runner {
 			t.Skipf("no sandbox on this host: %v", err)
 		}
 	}
-	return NewRunner(cfg)
+	r := NewRunner(cfg)
+	t.Cleanup(func() { _ = r.Close() })
+	return r
 }
 
 // shTool is the metadata of a tool run through cmd.
@@ -44,6 +46,7 @@ func shTool(cmd string) *Meta {
 func TestRun_StdinAndEnv(t *testing.T) {
 	r := newTestRunner(t, func(c *RunnerConfig) {
 		c.Env = []string{"PATH=/usr/bin:/bin", "KEEP=kept", "OLLIE_AGENT=stale", "TMPDIR=/stale"}
+		c.ToolEnv = []string{"KEEP"}
 	})
 	args := []byte(`{"pattern": "a b", "n": 3}`)
 	out, err := r.Run(context.Background(), Invocation{Tool: "echo", Meta: shTool("cat"), Args: args})
@@ -402,7 +405,10 @@ func TestRun_NoLeaks(t *testing.T) {
 		if err != nil {
 			t.Skip("no /proc/self/fd")
 		}
-		return len(ents)
+		// The sandbox keeps a descriptor per readable tree next to the
+		// scratch directory, as many as the shared temporary directory
+		// has entries at the moment: not a leak.
+		return len(ents) - viewFDs(r)
 	}
 	run := func() {
 		ctx := context.Background()

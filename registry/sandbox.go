@@ -5,10 +5,31 @@ import (
 	"runtime"
 )
 
+// sandboxSpec is what one call's tool may touch under the sandbox.
+type sandboxSpec struct {
+	view *fsView  // read and execute: everything but the protected trees
+	rw   []string // read and write: its scratch directory, its session's cwd
+	ro   []string // read even when protected: its executable, a cwd of scope read
+	// trees are granted by their views: a cwd around a protected path.
+	// The views of transient are closed once applied.
+	trees, transient []*fsView
+
+	ablation // protections left out, for benchmarks measuring each one
+}
+
+// ablation leaves protections out of the sandbox. Only benchmarks set it,
+// to price each protection; a Runner's is always zero.
+type ablation struct {
+	noView    bool // read everything, protected trees included
+	noScopes  bool // no signal and abstract unix socket scoping
+	noCloexec bool // leave the node's descriptors as they are
+	noCapDrop bool // a tool of a node run as root keeps root's capabilities
+}
+
 // startOnThread starts cmd from an OS thread of its own, locked to a
 // goroutine that lives until release is called, once the tool has been
-// reaped. With rw non-nil the tool is confined by Landlock: read and
-// execute everywhere, write only under rw and to a few character devices.
+// reaped. With sb non-nil the tool is confined by Landlock (see
+// restrictThread).
 //
 // Landlock confines a thread and everything it starts, and no program can
 // lift it. So the policy is applied to that thread, the thread forks and
@@ -24,19 +45,35 @@ import (
 // its parent-death signal (SIGKILL, see proc_linux.go) when the thread
 // that started it ends, so a tool never outlives its node, and never dies
 // early because the thread that forked it went away.
-func startOnThread(cmd *exec.Cmd, rw []string) (release func(), err error) {
+//
+// onThread, when not nil, runs on that thread before it is confined, and
+// the undo it returns (if any) right after the fork: the call's cgroup
+// placement, see callGroup.onThread.
+func startOnThread(cmd *exec.Cmd, sb *sandboxSpec, onThread func() (undo func(), err error)) (release func(), err error) {
 	errc := make(chan error, 1)
 	done := make(chan struct{})
 	go func() {
 		runtime.LockOSThread()
 		// No UnlockOSThread: a confined thread must die with this goroutine.
-		if rw != nil {
-			if err := restrictThread(rw); err != nil {
+		var undo func()
+		if onThread != nil {
+			var err error
+			if undo, err = onThread(); err != nil {
 				errc <- err
 				return
 			}
 		}
-		if err := cmd.Start(); err != nil {
+		if sb != nil {
+			if err := restrictThread(sb); err != nil {
+				errc <- err
+				return
+			}
+		}
+		err := cmd.Start()
+		if undo != nil {
+			undo()
+		}
+		if err != nil {
 			errc <- err
 			return
 		}
@@ -48,3 +85,13 @@ func startOnThread(cmd *exec.Cmd, rw []string) (release func(), err error) {
 	}
 	return func() { close(done) }, nil
 }
+
+// The main goroutine keeps the process's first thread. A goroutine of
+// startOnThread that happened to run there would confine that thread for
+// good: the runtime cannot end the first thread, so it parks it, and the
+// kernel judges signals, ptrace and /proc/PID of the node by that thread,
+// the thread group leader. The tool of that call would then share the
+// node's domain and could read and signal the node. Locked here, in an
+// init function, main runs on the first thread and no other goroutine
+// ever does.
+func init() { runtime.LockOSThread() }

@@ -5,9 +5,12 @@ package registry
 import (
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 
-	"github.com/landlock-lsm/go-landlock/landlock"
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
 )
@@ -34,45 +37,274 @@ func SandboxStatus() (abi int, err error) {
 // the sinks and sources programs expect to use freely.
 var writableDevices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/random", "/dev/urandom"}
 
-// restrictThread applies the tool policy to the calling OS thread: read
-// and execute everywhere, write only under rw and to writableDevices. The
-// caller must have locked its goroutine to the thread, start the tool from
-// it, and let the thread die: the tool inherits the policy and cannot lift
+// Access rights by kind of grant, before masking with what the kernel
+// handles.
+const (
+	fileRWAccess = llsys.AccessFSExecute | llsys.AccessFSReadFile | llsys.AccessFSWriteFile | llsys.AccessFSTruncate
+	deviceAccess = llsys.AccessFSReadFile | llsys.AccessFSWriteFile | llsys.AccessFSTruncate | llsys.AccessFSIoctlDev
+	// closeRangeCloexec is CLOSE_RANGE_CLOEXEC (Linux 5.11).
+	closeRangeCloexec = 1 << 2
+)
+
+// handledFS is every filesystem right the kernel of Landlock ABI abi
+// knows: all are handled, so what is not granted is denied. (Refer from
+// ABI 2, truncate from 3, device ioctl from 5, connecting to pathname
+// unix sockets from 9.)
+func handledFS(abi int) uint64 {
+	h := uint64(llsys.AccessFSMakeSym<<1 - 1) // the 13 rights of ABI 1
+	if abi >= 2 {
+		h |= llsys.AccessFSRefer
+	}
+	if abi >= 3 {
+		h |= llsys.AccessFSTruncate
+	}
+	if abi >= 5 {
+		h |= llsys.AccessFSIoctlDev
+	}
+	if abi >= 9 {
+		h |= llsys.AccessFSResolveUnix
+	}
+	return h
+}
+
+// scopes is what the kernel of Landlock ABI abi can scope to the
+// sandbox's domain: signals and abstract unix sockets from ABI 6.
+func scopes(abi int) uint64 {
+	if abi >= 6 {
+		return llsys.ScopeSignal | llsys.ScopeAbstractUnixSocket
+	}
+	return 0
+}
+
+// restrictThread applies the call's policy to the calling OS thread:
+// read and execute everything but the protected trees (sb.view), read
+// sb.ro, write only under sb.rw and to writableDevices; no signal to, no
+// abstract unix socket of and no ptrace of a process outside the call;
+// no descriptor of the node but those the tool is given; and, under a
+// root node, no capabilities. A session cwd that holds a protected path
+// comes as a view in sb.trees, not in sb.rw or sb.ro. The caller
+// must have locked its goroutine to the thread, start the tool from it,
+// and let the thread die: the tool inherits the policy and cannot lift
 // it. Restricting one thread instead of all (go-landlock's RestrictPaths
 // confines every thread of the runtime) leaves the node itself free.
-func restrictThread(rw []string) error {
+func restrictThread(sb *sandboxSpec) error {
 	abi, err := SandboxStatus()
 	if err != nil {
-		// BestEffort would "succeed" without restricting anything here:
-		// refuse instead of running unsandboxed.
 		return err
 	}
-	rwRule := landlock.RWDirs(rw...)
-	if abi >= 2 {
-		// Let tools move files between their own directories. (Asking for
-		// refer on an ABI 1 kernel would make BestEffort drop the whole
-		// sandbox, hence the check.)
-		rwRule = rwRule.WithRefer()
+	handled := handledFS(abi)
+	scoped := scopes(abi)
+	if sb.noScopes {
+		scoped = 0
 	}
-	fd, flags, err := landlock.V5.BestEffort().NewRulesetFD(
-		landlock.RODirs("/"),
-		rwRule,
-		landlock.RWFiles(writableDevices...).WithIoctlDev().IgnoreIfMissing(),
-	)
+	fd, err := llsys.LandlockCreateRuleset(&llsys.RulesetAttr{HandledAccessFS: handled, Scoped: scoped}, 0)
 	if err != nil {
-		return err
-	}
-	if fd < 0 {
-		return fmt.Errorf("%w: Landlock reported nothing to enforce", ErrNoSandbox)
+		return fmt.Errorf("landlock_create_ruleset: %w", err)
 	}
 	defer syscall.Close(fd)
+	if sb.noView {
+		if err := addPathRule(fd, "/", roDirAccess, 0, false); err != nil {
+			return err
+		}
+	} else if sb.view != nil {
+		if err := addView(fd, sb.view, handled); err != nil {
+			return fmt.Errorf("listing what tools may read: %w", err)
+		}
+	}
+	defer func() {
+		for _, v := range sb.transient {
+			v.close()
+		}
+	}()
+	for _, v := range append(sb.trees[:len(sb.trees):len(sb.trees)], sb.transient...) {
+		if err := addView(fd, v, handled); err != nil {
+			return fmt.Errorf("granting the working directory %s: %w", v.root, err)
+		}
+	}
+	for _, p := range sb.rw {
+		if err := addPathRule(fd, p, handled, fileRWAccess&handled, false); err != nil {
+			return err
+		}
+	}
+	for _, p := range sb.ro {
+		if err := addPathRule(fd, p, roDirAccess, roFileAccess, true); err != nil {
+			return err
+		}
+	}
+	for _, p := range writableDevices {
+		if err := addPathRule(fd, p, 0, deviceAccess&handled, true); err != nil {
+			return err
+		}
+	}
+	if os.Geteuid() == 0 && !sb.noCapDrop {
+		if err := dropCapabilities(); err != nil {
+			return err
+		}
+	}
 	// Landlock requires no_new_privs (or CAP_SYS_ADMIN); it is per thread,
 	// and inherited across execve.
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("set no_new_privs: %w", err)
 	}
-	if err := llsys.LandlockRestrictSelf(fd, flags); err != nil {
+	if err := llsys.LandlockRestrictSelf(fd, 0); err != nil {
 		return fmt.Errorf("landlock_restrict_self: %w", err)
 	}
+	if sb.noCloexec {
+		return nil
+	}
+	return closeOnExec()
+}
+
+// addView adds the rules of v, masked with the rights the kernel handles.
+func addView(rulesetFD int, v *fsView, handled uint64) error {
+	rules, release, err := v.current()
+	if err != nil {
+		return err
+	}
+	defer release()
+	for _, r := range rules {
+		if err := addRule(rulesetFD, r.fd, r.access&handled); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// addPathRule grants path: dirAccess beneath it when it is a directory,
+// fileAccess when it is not. A missing path is an error unless
+// ignoreMissing.
+func addPathRule(rulesetFD int, path string, dirAccess, fileAccess uint64, ignoreMissing bool) error {
+	pfd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if ignoreMissing && errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		return &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(pfd)
+	access := fileAccess
+	var st unix.Stat_t
+	if err := unix.Fstat(pfd, &st); err != nil {
+		return &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		access = dirAccess
+	}
+	if access == 0 {
+		return nil
+	}
+	if err := addRule(rulesetFD, pfd, access); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+func addRule(rulesetFD, pathFD int, access uint64) error {
+	err := llsys.LandlockAddPathBeneathRule(rulesetFD, &llsys.PathBeneathAttr{AllowedAccess: access, ParentFd: pathFD}, 0)
+	if err != nil {
+		return fmt.Errorf("landlock_add_rule: %w", err)
+	}
+	return nil
+}
+
+// dropCapabilities empties the capability bounding set of the calling
+// thread (which the tool inherits) and its inheritable and ambient sets:
+// a root process gets at execve the capabilities of its bounding set, so
+// a tool of a node run as root starts as uid 0 with no capability — no
+// reading others' files past their modes, no raw sockets, no module
+// loading. The thread's own capabilities are left as they are; it ends
+// with the call.
+func dropCapabilities() error {
+	for c := 0; c <= capLast(); c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("dropping capability %d from the bounding set: %w", c, err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("clearing ambient capabilities: %w", err)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capget: %w", err)
+	}
+	data[0].Inheritable, data[1].Inheritable = 0, 0
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capset: %w", err)
+	}
+	return nil
+}
+
+// capLast is the highest capability this kernel knows, read once.
+var capLast = sync.OnceValue(func() int {
+	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			return n
+		}
+	}
+	return 63 // dropping one the kernel lacks is EINVAL, ignored
+})
+
+// closeOnExec marks every descriptor of the process above 2 close-on-exec,
+// so that a descriptor the node (or whatever started it, or a library)
+// opened without O_CLOEXEC does not reach the tool: the tool gets 0, 1
+// and 2, which the fork dups into place. Marking, not closing, leaves the
+// node's own use of them alone.
+func closeOnExec() error {
+	err := unix.CloseRange(3, ^uint(0), closeRangeCloexec)
+	if err == nil {
+		return nil
+	}
+	// Before Linux 5.11: one fcntl per open descriptor.
+	entries, rerr := os.ReadDir("/proc/self/fd")
+	if rerr != nil {
+		return fmt.Errorf("marking the node's descriptors close-on-exec: %v, %v", err, rerr)
+	}
+	for _, e := range entries {
+		if n, err := strconv.Atoi(e.Name()); err == nil && n > 2 {
+			_, _ = unix.FcntlInt(uintptr(n), unix.F_SETFD, unix.FD_CLOEXEC)
+		}
+	}
+	return nil
+}
+
+// SandboxInfo says what protects this runner's tools, one part a string:
+// the Landlock ABI, then each protection the kernel provides, then, as
+// "missing: ...", each one it lacks. The node shows the parts joined on
+// its node file's sandbox line and in its start log. Under Yolo it is the
+// single part "off (-yolo)"; on a host that cannot sandbox,
+// "unavailable: " and the reason.
+func (r *Runner) SandboxInfo() []string {
+	if r.cfg.Yolo {
+		return []string{"off (-yolo)"}
+	}
+	abi, err := kernelSandbox()
+	if err != nil {
+		return []string{"unavailable: " + err.Error()}
+	}
+	parts := []string{fmt.Sprintf("landlock ABI %d", abi)}
+	if n, err := r.view.size(); err != nil {
+		parts = append(parts, "files: cannot list what tools may read: "+err.Error())
+	} else {
+		parts = append(parts, fmt.Sprintf("files: read all but %d protected trees (%d rules), write scratch and cwd", len(r.view.protected), n))
+	}
+	parts = append(parts, "environment: allow-list")
+	if scopes(abi) != 0 {
+		parts = append(parts, "signals and abstract unix sockets scoped to the call")
+	}
+	parts = append(parts, "ptrace confined to the call", "descriptors: 0-2 only")
+	if os.Geteuid() == 0 {
+		parts = append(parts, "capabilities: none (the node runs as root)")
+	}
+	if handledFS(abi)&llsys.AccessFSResolveUnix != 0 {
+		parts = append(parts, "pathname unix sockets: only under writable directories")
+	}
+	if scopes(abi) == 0 {
+		parts = append(parts, fmt.Sprintf("missing: signal and abstract unix socket scoping (Landlock ABI 6, kernel has %d)", abi))
+	}
+	if handledFS(abi)&llsys.AccessFSResolveUnix == 0 {
+		parts = append(parts, fmt.Sprintf("missing: pathname unix socket confinement (Landlock ABI 9, kernel has %d)", abi))
+	}
+	parts = append(parts, "missing: hidepid (other processes' /proc/PID/environ, cmdline and status stay readable)")
+	return parts
 }

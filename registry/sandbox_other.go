@@ -13,7 +13,27 @@ func SandboxStatus() (abi int, err error) {
 	return 0, fmt.Errorf("%w: the sandbox uses Linux Landlock, and this host runs %s", ErrNoSandbox, runtime.GOOS)
 }
 
-func restrictThread([]string) error {
+// fsView would be the read half of the sandbox; there is none here.
+type fsView struct{}
+
+func newFSView([]string) *fsView { return &fsView{} }
+
+func (*fsView) protects(string) bool      { return false }
+func (*fsView) tree(string, bool) *fsView { return &fsView{} }
+
+func restrictThread(*sandboxSpec) error {
 	_, err := SandboxStatus()
 	return err
 }
+
+// SandboxInfo says what protects this runner's tools: nothing here.
+func (r *Runner) SandboxInfo() []string {
+	if r.cfg.Yolo {
+		return []string{"off (-yolo)"}
+	}
+	_, err := kernelSandbox()
+	return []string{"unavailable: " + err.Error()}
+}
+
+// HideEnviron does nothing off Linux: there is no sandbox to protect.
+func HideEnviron() error { return nil }

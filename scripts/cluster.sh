@@ -16,6 +16,13 @@
 # command of the caller's PATH except jq and python: its catalog has no
 # json_query, echo or file_* tools.
 #
+# Credentials: at the first `up` the script makes, in the state directory's
+# secrets/, a gossip key (toolnode keygen) and, with toolnode tls, a CA and a
+# certificate per node (the CA's key in ca/). Every node gets the key in its
+# environment (TOOLNODE_GOSSIP_KEY: gossip encryption and the cluster
+# port's authentication, never on a command line) and its certificate as
+# -tls-cert/-tls-key/-tls-ca for the cluster port. `clean` removes them.
+#
 # Each node has its own directory under the state directory: data/ (-data),
 # tools/ (examples/tools plus deploy/tools), agents/, config/ (its
 # XDG_CONFIG_HOME: ollie/env is deploy/env/NODE.env when there is one),
@@ -28,7 +35,7 @@
 #   TOOLNODE_9P_PORT       9P port of node1 (default 9564); node N uses it + 10*(N-1)
 #   TOOLNODE_GOSSIP_PORT   gossip port of node1 (default 7946), likewise
 #   TOOLNODE_CLUSTER_PORT  cluster port of node1 (default 9565), likewise
-#   TOOLNODE_GOSSIP_KEY    gossip key (toolnode keygen) given to every node as -encrypt
+#   TOOLNODE_GOSSIP_KEY    gossip key (toolnode keygen) instead of the one made at the first up
 #   TOOLNODE_START_TIMEOUT seconds `up` waits for a node to answer 9P (default 60)
 set -euo pipefail
 
@@ -132,10 +139,29 @@ prepare() {
 	fi
 }
 
+# secrets: make, once, the gossip key, the CA and each node's certificate.
+secrets() {
+	local node sd=$DIR/secrets
+	mkdir -p "$sd" "$DIR/ca"
+	chmod 700 "$sd" "$DIR/ca"
+	if [[ ! -s $sd/gossip.key ]]; then
+		(umask 077 && "$BIN" keygen >"$sd/gossip.key")
+	fi
+	if [[ ! -f $DIR/ca/toolnode-ca.pem ]]; then
+		"$BIN" tls ca -dir "$DIR/ca" >/dev/null
+	fi
+	for node in $NODES; do
+		if [[ ! -f $sd/$node.pem ]]; then
+			"$BIN" tls cert -node "$node" -dir "$sd" -ca "$DIR/ca/toolnode-ca.pem" -ca-key "$DIR/ca/toolnode-ca-key.pem" >/dev/null
+		fi
+	done
+}
+
 start() {
-	local node=$1 path=$2 nd=$DIR/$1 v
+	local node=$1 path=$2 nd=$DIR/$1 v sd=$DIR/secrets
 	local -a env args
-	env=("HOME=$nd/home" "PATH=$path" "XDG_CONFIG_HOME=$nd/config")
+	env=("HOME=$nd/home" "PATH=$path" "XDG_CONFIG_HOME=$nd/config"
+		"TOOLNODE_GOSSIP_KEY=${TOOLNODE_GOSSIP_KEY:-$(<"$sd/gossip.key")}")
 	for v in USER LOGNAME LANG LC_ALL TZ TMPDIR; do
 		[[ -z ${!v:-} ]] || env+=("$v=${!v}")
 	done
@@ -146,9 +172,7 @@ start() {
 	if [[ $node != "$BOOTSTRAP" ]]; then
 		args+=(-join "127.0.0.1:$(gossip_port "$BOOTSTRAP")")
 	fi
-	if [[ -n ${TOOLNODE_GOSSIP_KEY:-} ]]; then
-		args+=(-encrypt "$TOOLNODE_GOSSIP_KEY")
-	fi
+	args+=(-tls-cert "$sd/$node.pem" -tls-key "$sd/$node-key.pem" -tls-ca "$DIR/ca/toolnode-ca.pem")
 	nohup env -i "${env[@]}" "$BIN" "${args[@]}" >"$nd/log" 2>&1 </dev/null &
 	echo $! >"$nd/pid"
 }
@@ -186,6 +210,7 @@ up() {
 	mkdir -p "$DIR"
 	echo "building $BIN"
 	(cd "$ROOT" && go build -o "$BIN" ./cmd/toolnode)
+	secrets
 	local nojq
 	nojq=$(nojq_path)
 	for node in $NODES; do
@@ -213,8 +238,12 @@ up() {
 			"$node" "$(p9_port "$node")" "$(gossip_port "$node")" "$(cluster_port "$node")" \
 			"$(has_jq "$node" && echo jq || echo no-jq)" "$DIR/$node/log"
 	done
-	local again=scripts/cluster.sh
-	[[ -z ${TOOLNODE_CLUSTER_DIR:-} ]] || again="TOOLNODE_CLUSTER_DIR=$DIR $again"
+	# status and down find this cluster by the same variables: the hint
+	# carries those that were set, or it would show another cluster.
+	local again=scripts/cluster.sh v
+	for v in TOOLNODE_CLUSTER_PORT TOOLNODE_GOSSIP_PORT TOOLNODE_9P_PORT TOOLNODE_CLUSTER_DIR; do
+		[[ -z ${!v:-} ]] || again="$v=${!v} $again"
+	done
 	cat <<-MSG
 
 		  $BIN 9p 127.0.0.1:$(p9_port "$BOOTSTRAP") read cluster/members

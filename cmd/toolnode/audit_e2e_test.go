@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"9fans.net/go/plan9"
+	"9fans.net/go/plan9/client"
 )
 
 type auditLine struct {
@@ -93,6 +94,10 @@ func Test_E2E_Audit(t *testing.T) {
 	}
 	askFails(t, fsys, "session/aud/agent/a1/call", `file_read {"path":"no-such-file"}`)
 	askFails(t, fsys, "session/aud/agent/a1/ctl", "tool_load no_such_tool", "no_such_tool")
+	mustAsk(t, fsys, "token/new", "name=audtok role=read")
+	if err := write9(fsys, "token/ctl", "revoke audtok"); err != nil {
+		t.Fatal(err)
+	}
 
 	// logrotate: move the file away, then SIGHUP.
 	if err := os.Rename(path, path+".1"); err != nil {
@@ -132,6 +137,8 @@ func Test_E2E_Audit(t *testing.T) {
 		{"call", "aud/a1/echo", "ok"},
 		{"call", "aud/a1/file_read", "file_read"},
 		{"load", "aud/a1/no_such_tool", "no_such_tool"},
+		{"token-new", "audtok role=read", "ok"},
+		{"token-revoke", "audtok", "ok"},
 	}
 	var who string
 	for _, w := range want {
@@ -164,4 +171,15 @@ func Test_E2E_Audit(t *testing.T) {
 		b2, _ := os.ReadFile(path)
 		t.Logf("rotated:\n%s\nnew:\n%s", b1, b2)
 	}
+}
+
+// write9 writes a command to a file that answers nothing.
+func write9(fsys *client.Fsys, path, cmd string) error {
+	fid, err := fsys.Open(path, plan9.OWRITE)
+	if err != nil {
+		return err
+	}
+	defer fid.Close()
+	_, err = fid.Write([]byte(cmd))
+	return err
 }

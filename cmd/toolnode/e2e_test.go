@@ -889,6 +889,12 @@ func (s *suite) testSessions(t *testing.T) {
 	askFails(t, fsys, "session/new", "name=idx", "reserved")
 	askFails(t, fsys, "session/new", "name=dev", `"dev" already exists`)
 	askFails(t, fsys, "session/new", "name=rel cwd=some/dir", "absolute")
+	// The cwd rules (DESIGN §7), checked at session/new, not at a call.
+	askFails(t, fsys, "session/new", "name=gone cwd=/home/me/src", "does not exist")
+	askFails(t, fsys, "session/new", "name=root cwd=/", "root directory")
+	askFails(t, fsys, "session/new", "name=tl cwd="+e.tools, "inside the node's tools directory")
+	askFails(t, fsys, "session/new", "name=dt cwd="+e.data, "inside the node's data directory")
+	askFails(t, fsys, "session/new", "name=up cwd="+e.root, "contains the node's")
 	askFails(t, fsys, "session/new", "name=p agent=nosuch", "nosuch")
 	if got := lines(cat(t, fsys, "session/idx")); slices.ContainsFunc(got, func(s string) bool { return s != "dev" }) {
 		t.Errorf("failed session/new writes left sessions behind: %q", got)

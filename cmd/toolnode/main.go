@@ -5,18 +5,26 @@ package main
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 )
 
 const usage = `usage:
   toolnode [serve] [flags]                 run a node (toolnode serve -h lists the flags)
-  toolnode 9p [-a ADDR] ls|read|write|rdwr PATH
-  toolnode 9p ADDR ls|read|write|rdwr PATH a small 9P client, like plan9port's 9p
+  toolnode 9p [-a ADDR | ADDR] VERB PATH  a small 9P client, like plan9port's 9p; VERB is
+                                           ls [-l], stat, read, write (creates), rdwr, create or rm
   toolnode call [-a ADDR] [-session S -agent A] NAME [JSON]
+  toolnode proxy [-listen ADDR] -to ADDR [-tls-ca FILE] [-token T]
+                                           plain 9P on loopback, forwarded to a node (TLS, token)
+  (9p, call: -tls-ca FILE or $TOOLNODE_CA for 9P over TLS; -token T or $TOOLNODE_TOKEN)
   toolnode mcp [-a ADDR] [-profile P]     an MCP server on stdin/stdout for one agent
   toolnode token [-a ADDR] [-data DIR] new -role ROLE NAME | ls | revoke NAME
   toolnode keygen                          print a new gossip key
+  toolnode tls ca [-dir D] [-days N]       make a CA: toolnode-ca.pem, toolnode-ca-key.pem
+  toolnode tls cert -node NAME [-host H,...] [-dir D] [-ca FILE -ca-key FILE] [-days N]
+                                           make a node certificate: NAME.pem, NAME-key.pem
 `
 
 func main() {
@@ -33,21 +41,51 @@ func main() {
 		err = ninep(args)
 	case "call":
 		err = call(args)
+	case "proxy":
+		err = proxy(args)
 	case "mcp":
 		err = mcpStdio(args)
 	case "token":
 		err = token(args)
 	case "keygen":
 		err = keygen()
+	case "tls":
+		err = tlsCmd(args)
 	case "help":
 		fmt.Print(usage)
 	default:
 		fmt.Fprintf(os.Stderr, "toolnode: unknown command %q\n%s", cmd, usage)
 		os.Exit(2)
 	}
-	if err != nil {
+	switch {
+	case err == nil:
+	case errors.Is(err, flag.ErrHelp):
+		os.Exit(0) // the flag set printed the usage
+	case errors.Is(err, errUsage):
+		os.Exit(2) // the flag set printed the error and the usage
+	case errors.Is(err, errReported):
+		os.Exit(1)
+	default:
 		fmt.Fprintf(os.Stderr, "toolnode %s: %v\n", cmd, err)
 		os.Exit(1)
+	}
+}
+
+// errReported is returned by a command that has reported its error
+// itself (a node logs it); main only sets the exit status.
+var errReported = errors.New("reported")
+
+// errUsage is a command line the flag set refused; it has said why.
+var errUsage = errors.New("usage")
+
+// parseFlags parses args with fs (flag.ContinueOnError), which prints
+// its own error and usage; main then adds nothing.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	switch err := fs.Parse(args); {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return err
+	default:
+		return errUsage
 	}
 }
 

@@ -298,6 +298,23 @@ func Test_E2E_MCP_HTTP(t *testing.T) {
 		t.Errorf("another token on session %s: HTTP %d, want 403", s1.ID(), resp.StatusCode)
 	}
 
+	// An unknown token makes no session: 401, with the attach's refusal.
+	if _, _, err := mcpHTTPClient(t, url, "tn_not-a-token"); err == nil {
+		t.Errorf("an MCP session was made with an unknown token")
+	} else {
+		t.Logf("unknown token refused: %v", err)
+	}
+	// The control: the node's own admin token makes one.
+	admin, err := os.ReadFile(filepath.Join(a.e.data, "admin.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s3, _, err := mcpHTTPClient(t, url, strings.TrimSpace(string(admin)))
+	if err != nil {
+		t.Fatalf("the admin token was refused: %v", err)
+	}
+	s3.Close()
+
 	// Closing an MCP session removes its toolnode session.
 	s2.Close()
 	pollUntil(t, 10*time.Second, "the closed MCP session's toolnode session removed", func() (bool, string) {

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -15,10 +16,11 @@ import (
 	"time"
 
 	"github.com/toolnode/toolnode/examples"
+	"github.com/toolnode/toolnode/logx"
 	"github.com/toolnode/toolnode/node"
 )
 
-func serve(args []string) error {
+func serve(args []string) (err error) {
 	if err := loadEnvFile(configPath("env")); err != nil {
 		return err
 	}
@@ -28,6 +30,7 @@ func serve(args []string) error {
 		join     string
 		encrypt  string
 		useExamp bool
+		toolEnv  string
 	)
 	fs.StringVar(&cfg.Name, "name", "", "node name (default: hostname)")
 	fs.StringVar(&cfg.DataDir, "data", dataDefault(), "data dir")
@@ -43,18 +46,39 @@ func serve(args []string) error {
 	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "node-to-node TLS certificate")
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "node-to-node TLS key")
 	fs.StringVar(&cfg.TLSCA, "tls-ca", "", "CA that signs every node's certificate")
+	fs.StringVar(&cfg.P9TLSCert, "9p-tls-cert", "", "9P over TLS: the 9P server's certificate (with -9p-tls-key)")
+	fs.StringVar(&cfg.P9TLSKey, "9p-tls-key", "", "9P over TLS: the certificate's private key")
 	fs.StringVar(&cfg.MCPAddr, "mcp", "", "serve MCP over Streamable HTTP on this loopback address (e.g. 127.0.0.1:9566)")
 	fs.StringVar(&cfg.MetricsAddr, "metrics", "", "serve Prometheus /metrics, /healthz and /readyz on this loopback address (e.g. 127.0.0.1:9567)")
 	fs.DurationVar(&cfg.CallTimeout, "call-timeout", node.DefaultCallTimeout, "limit of one tool run")
 	fs.BoolVar(&cfg.Yolo, "yolo", false, "run tools without the sandbox")
 	fs.StringVar(&cfg.P9Anon, "9p-anon", "", "role of a 9P attach without a token: none, read, call, publish or admin (default: admin on loopback, else none)")
 	fs.StringVar(&cfg.AuditFile, "audit", "", "append one JSON line per state change and per call to `FILE` (reopened on SIGHUP)")
+	fs.IntVar(&cfg.MaxCalls, "max-calls", 0, "concurrent calls on this node (default 4 x cores)")
+	var workdirs string
+	fs.StringVar(&workdirs, "workdirs", "", "trees a session cwd must lie in, comma-separated")
+	fs.StringVar(&toolEnv, "tool-env", "", "extra variables passed to tools, comma-separated (NAME or PREFIX*)")
+	fs.BoolVar(&cfg.Insecure, "insecure", false, "start even when a port leaves loopback without its credential (logged loudly)")
 	fs.DurationVar(&cfg.CommitTimeout, "raft-commit-timeout", node.DefaultCommitTimeout, "how long an idle Raft leader waits before sending followers the commit index (tuning)")
 	fs.BoolVar(&cfg.NoNudge, "raft-no-nudge", false, "do not tell followers at once that a forwarded write committed (measurement only)")
 	fs.BoolVar(&useExamp, "examples", false, "serve the built-in example tools and profiles (unless -tools/-agents are given)")
-	if err := fs.Parse(args); err != nil {
+	logLevel := fs.String("log-level", "info", "least level logged: debug, info, warn or error")
+	logFormat := fs.String("log-format", logx.Text, "log format on stderr: text (key=value) or json")
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	logger, err := newLogger(*logFormat, *logLevel)
+	if err != nil {
+		return err
+	}
+	cfg.Logger = logger
+	// From here on an error is logged, not printed: stderr is all records.
+	defer func() {
+		if err != nil {
+			logger.Error("toolnode: " + err.Error())
+			err = errReported
+		}
+	}()
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
@@ -62,6 +86,12 @@ func serve(args []string) error {
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if join != "" {
 		cfg.Join = strings.Split(join, ",")
+	}
+	if workdirs != "" {
+		cfg.Workdirs = strings.Split(workdirs, ",")
+	}
+	if toolEnv != "" {
+		cfg.ToolEnv = strings.Split(toolEnv, ",")
 	}
 	if encrypt != "" {
 		key, err := base64.StdEncoding.DecodeString(encrypt)
@@ -83,11 +113,8 @@ func serve(args []string) error {
 		}
 	}
 
-	// Our own logger: a dependency of the Raft log store reformats the
-	// standard one at init.
-	logger := log.New(os.Stderr, "", log.LstdFlags)
 	cfg.LogOutput = os.Stderr
-	logger.Printf("toolnode: data %s, tools %s, agents %s", cfg.DataDir, orNone(cfg.ToolsDir), orNone(cfg.AgentsDir))
+	logger.Info("toolnode: starting", "data", cfg.DataDir, "tools", orNone(cfg.ToolsDir), "agents", orNone(cfg.AgentsDir))
 	// Signals are caught before the node starts: starting can wait for a
 	// leader, and a SIGTERM then must still stop the node cleanly.
 	sig := make(chan os.Signal, 1)
@@ -108,16 +135,38 @@ func serve(args []string) error {
 			n.ReopenAudit()
 		}
 	}
-	logger.Printf("toolnode: %v: shutting down", s)
+	logger.Info(fmt.Sprintf("toolnode: %v: shutting down", s))
 	signal.Stop(sig)
 	done := make(chan error, 1)
 	go func() { done <- n.Close() }()
 	select {
 	case err := <-done:
+		if err == nil {
+			logger.Info("toolnode: stopped")
+		}
 		return err
 	case <-time.After(30 * time.Second):
 		return errors.New("shutdown took longer than 30s")
 	}
+}
+
+// newLogger makes the process's log on stderr and routes the standard
+// logger into it too (a dependency of the Raft log store writes through
+// it), so that everything the node writes is one format.
+func newLogger(format, level string) (*slog.Logger, error) {
+	lv, err := logx.ParseLevel(level)
+	if err != nil {
+		return nil, err
+	}
+	logger, err := logx.New(os.Stderr, format, lv)
+	if err != nil {
+		return nil, err
+	}
+	slog.SetDefault(logger)
+	log.SetOutput(logx.Writer(logger, slog.LevelInfo))
+	log.SetFlags(0)
+	log.SetPrefix("")
+	return logger, nil
 }
 
 func orNone(s string) string {

@@ -1,0 +1,115 @@
+//go:build linux
+
+// The README's examples of the client and of publishing, run as written
+// against a node process: a README that no longer matches the binary
+// fails here.
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// readmeBlocks returns the ```sh blocks of the README section that starts
+// with heading.
+func readmeBlocks(t *testing.T, readme, heading string) []string {
+	t.Helper()
+	i := strings.Index(readme, "\n"+heading+"\n")
+	if i < 0 {
+		t.Fatalf("README.md has no section %q", heading)
+	}
+	sec := readme[i+len(heading)+2:]
+	if j := strings.Index(sec, "\n## "); j >= 0 {
+		sec = sec[:j]
+	}
+	var blocks []string
+	for {
+		start := strings.Index(sec, "```sh\n")
+		if start < 0 {
+			break
+		}
+		sec = sec[start+len("```sh\n"):]
+		end := strings.Index(sec, "```")
+		if end < 0 {
+			t.Fatalf("section %q: an unterminated code block", heading)
+		}
+		blocks = append(blocks, sec[:end])
+		sec = sec[end+3:]
+	}
+	if len(blocks) == 0 {
+		t.Fatalf("section %q has no sh block", heading)
+	}
+	return blocks
+}
+
+func TestREADMEExamples(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	e := newEnv(t)
+	node := e.start(t)
+
+	// The examples call `toolnode` and address the default port: the
+	// binary under test comes first in PATH, and the node's address
+	// replaces the default.
+	environ := append(e.childEnv(), "TOOLNODE_ADDR="+e.p9)
+	for i, kv := range environ {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			environ[i] = "PATH=" + filepath.Dir(binPath) + ":" + v
+		}
+	}
+	run := func(t *testing.T, dir, script string) string {
+		t.Helper()
+		script = strings.ReplaceAll(script, "127.0.0.1:9564", e.p9)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-x", "-c", script)
+		cmd.Dir, cmd.Env = dir, environ
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%v\nscript:\n%s\nstdout:\n%s\nstderr (with the commands run):\n%s", err, script, stdout.String(), stderr.String())
+		}
+		for _, line := range lines(stderr.String()) {
+			if !strings.HasPrefix(line, "+") {
+				t.Errorf("the example wrote to stderr: %q", line)
+			}
+		}
+		return stdout.String()
+	}
+
+	t.Run("client", func(t *testing.T) {
+		// Run from the checkout: the call reads its README.md.
+		out := run(t, root, readmeBlocks(t, readme, "## The client")[0])
+		for _, want := range []string{"cluster/\n", "echo\t", "dev\n", "coder/\n", "# toolnode\n", "json_query"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("the client example printed no %q:\n%s", want, out)
+			}
+		}
+	})
+	t.Run("publishing", func(t *testing.T) {
+		out := run(t, t.TempDir(), readmeBlocks(t, readme, "## Publishing")[0])
+		if !strings.HasSuffix(out, "hello\n") {
+			t.Errorf("the publishing example printed %q, want it to end with hello from the published tool", out)
+		}
+		if got := cliOK(t, e, "", "9p", e.p9, "read", "a/helper.json"); !strings.Contains(got, `"autoLoad": ["hello"]`) {
+			t.Errorf("a/helper.json = %q", got)
+		}
+	})
+	node.stop(t)
+	checkLog(t, "e2e", node.log.String())
+}

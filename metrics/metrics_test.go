@@ -1,0 +1,59 @@
+package metrics
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+type fakeState struct{ ready error }
+
+func (f fakeState) RaftStats() map[string]string {
+	return map[string]string{"state": "Leader", "term": "3", "commit_index": "9", "applied_index": "9", "last_contact": "0"}
+}
+func (fakeState) MemberStates() map[string]int { return map[string]int{"alive": 3, "dead": 1} }
+func (fakeState) P9Conns() int                 { return 2 }
+func (f fakeState) Ready() error               { return f.ready }
+
+func get(t *testing.T, h http.Handler, path, token string) (int, string) {
+	t.Helper()
+	r := httptest.NewRequest("GET", path, nil)
+	if token != "" {
+		r.Header.Set("Authorization", "Bearer "+token)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w.Code, w.Body.String()
+}
+
+// /metrics needs what authorize accepts; the probes never do. The
+// control: with no authorize, /metrics is open.
+func TestHandler_Authorize(t *testing.T) {
+	s := New("n1", fakeState{ready: errors.New("the cluster has no leader")})
+	s.Call("echo", "n1", 3*time.Millisecond, nil)
+	auth := func(r *http.Request) error {
+		if r.Header.Get("Authorization") != "Bearer good" {
+			return errors.New("permission denied: needs a token")
+		}
+		return nil
+	}
+	h := s.Handler(auth)
+	if code, body := get(t, h, "/metrics", ""); code != 401 || !strings.Contains(body, "permission denied") {
+		t.Errorf("/metrics without a token: %d %q", code, body)
+	}
+	if code, body := get(t, h, "/metrics", "good"); code != 200 || !strings.Contains(body, `toolnode_calls_total{node="n1",result="ok",self="n1",tool="echo"} 1`) {
+		t.Errorf("/metrics with a token: %d\n%s", code, body)
+	}
+	if code, _ := get(t, h, "/healthz", ""); code != 200 {
+		t.Errorf("/healthz: %d", code)
+	}
+	if code, body := get(t, h, "/readyz", ""); code != 503 || !strings.Contains(body, "no leader") {
+		t.Errorf("/readyz of a node without a leader: %d %q", code, body)
+	}
+	if code, body := get(t, s.Handler(nil), "/metrics", ""); code != 200 || !strings.Contains(body, `toolnode_members{self="n1",state="alive"} 3`) {
+		t.Errorf("control: open /metrics: %d\n%s", code, body)
+	}
+}

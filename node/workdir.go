@@ -1,0 +1,84 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// checkCwd applies the rules of DESIGN §7 to a session's working
+// directory on this host, and returns it cleaned with its symbolic links
+// resolved (what the session keeps, so a link changed later cannot
+// redirect it). Every error names the rule broken:
+//
+//   - it is an absolute path, exists and is a directory;
+//   - it is not "/", and neither inside nor around the node's data, tools
+//     or agents directory (a tool could plant a .meta the node would
+//     publish, or read its keys);
+//   - with -workdirs, it lies inside one of them.
+//
+// Under -yolo only the first rule holds: tools can write anywhere anyway.
+func (n *Node) checkCwd(cwd string) (string, error) {
+	if !filepath.IsAbs(cwd) {
+		return "", fmt.Errorf("cwd %q is not an absolute path", cwd)
+	}
+	real, err := filepath.EvalSymlinks(cwd)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return "", fmt.Errorf("cwd %q does not exist on node %s", cwd, n.cfg.Name)
+	case err != nil:
+		return "", fmt.Errorf("cwd %q cannot be resolved on node %s: %v", cwd, n.cfg.Name, err)
+	}
+	if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("cwd %q is not a directory", cwd)
+	}
+	if n.cfg.Yolo {
+		return real, nil
+	}
+	if real == "/" {
+		return "", fmt.Errorf("cwd %q is the root directory: a session's tools could write anywhere; give a project directory", cwd)
+	}
+	for _, d := range []struct{ what, dir string }{
+		{"data", n.cfg.DataDir}, {"tools", n.cfg.ToolsDir}, {"agents", n.cfg.AgentsDir},
+	} {
+		if d.dir == "" {
+			continue
+		}
+		dir := resolve(d.dir)
+		switch {
+		case within(real, dir):
+			return "", fmt.Errorf("cwd %q is inside the node's %s directory %s: a session must not write there", cwd, d.what, d.dir)
+		case within(dir, real):
+			return "", fmt.Errorf("cwd %q contains the node's %s directory %s: a session must not write there", cwd, d.what, d.dir)
+		}
+	}
+	if len(n.cfg.Workdirs) == 0 {
+		return real, nil
+	}
+	for _, w := range n.cfg.Workdirs {
+		if within(real, resolve(w)) {
+			return real, nil
+		}
+	}
+	return "", fmt.Errorf("cwd %q is outside the node's -workdirs (%s)", cwd, strings.Join(n.cfg.Workdirs, ", "))
+}
+
+// resolve is dir with its symbolic links resolved, or dir itself when it
+// cannot be (it does not exist yet).
+func resolve(dir string) string {
+	if r, err := filepath.EvalSymlinks(dir); err == nil {
+		return r
+	}
+	return filepath.Clean(dir)
+}
+
+// within reports whether path is dir or lies under it; both are clean and
+// absolute.
+func within(path, dir string) bool {
+	if dir == "/" {
+		return true
+	}
+	return path == dir || strings.HasPrefix(path, dir+string(filepath.Separator))
+}

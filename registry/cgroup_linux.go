@@ -1,0 +1,402 @@
+//go:build linux
+
+package registry
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// cgroupSeq numbers the runners of this process, so that several nodes in
+// one process (tests) get cgroups of their own.
+var cgroupSeq atomic.Int64
+
+// detectContainment finds the strongest way this host offers to hold a
+// call's processes:
+//
+//   - a cgroup v2 per call, created under the node's own cgroup, which the
+//     tool is cloned into (clone3 CLONE_INTO_CGROUP) and which is killed
+//     whole with cgroup.kill (Linux 5.14) when the call ends; its pids.max
+//     limits the call's processes where the pids controller can be enabled;
+//   - else, or in addition for the limit, a cgroup of the v1 pids hierarchy
+//     (hybrid hosts): the thread that forks the tool joins it, so the tool
+//     starts inside; pids.max limits the call, and the call is killed by
+//     killing its members until none is left;
+//   - else the node becomes a child subreaper and kills, when a call ends,
+//     the orphans it inherited and their descendants; without a pids
+//     controller there is then no process limit, and Protections says so.
+func detectContainment(maxProcs int) *containment {
+	c := &containment{maxProcs: maxProcs}
+	seq := cgroupSeq.Add(1)
+	name := fmt.Sprintf("toolnode-%d-%d", os.Getpid(), seq)
+
+	v2, v1, err := ownCgroups()
+	if err != nil {
+		c.missing = append(c.missing, "cgroup: "+err.Error())
+	}
+	removeStale(v2)
+	removeStale(v1)
+	if v2 != "" {
+		dir := filepath.Join(v2, name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			c.missing = append(c.missing, fmt.Sprintf("cgroup v2: cannot create %s: %v", dir, err))
+		} else if _, err := os.Stat(filepath.Join(dir, "cgroup.kill")); err != nil {
+			_ = os.Remove(dir)
+			c.missing = append(c.missing, "cgroup v2: no cgroup.kill (Linux 5.14 or later is needed)")
+		} else if err := probeCloneInto(dir); err != nil {
+			_ = os.Remove(dir)
+			c.missing = append(c.missing, fmt.Sprintf("cgroup v2: cannot start a process inside a cgroup (clone3): %v", err))
+		} else {
+			c.v2 = dir
+			// The pids controller reaches the call cgroups only when it is
+			// enabled in the node's cgroup and in ours; the first fails
+			// when the node's cgroup holds processes and is not the root.
+			_ = os.WriteFile(filepath.Join(v2, "cgroup.subtree_control"), []byte("+pids"), 0)
+			if hasController(dir, "pids") && os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+pids"), 0) == nil {
+				c.v2Pids = true
+			}
+		}
+	}
+	if !c.v2Pids && v1 != "" {
+		dir := filepath.Join(v1, name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			c.missing = append(c.missing, fmt.Sprintf("cgroup v1 pids: cannot create %s: %v", dir, err))
+		} else {
+			c.v1 = dir
+		}
+	}
+	if c.v2 == "" && c.v1 == "" {
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			c.missing = append(c.missing, fmt.Sprintf("child subreaper: %v", err))
+		} else {
+			c.subreaper = true
+		}
+	}
+	return c
+}
+
+// removeStale kills and removes the cgroups left under parent by a node
+// process that is gone (it was killed before it could remove them): the
+// processes of its calls die with it after all.
+func removeStale(parent string) {
+	if parent == "" {
+		return
+	}
+	dirs, _ := filepath.Glob(filepath.Join(parent, "toolnode-*-*"))
+	for _, dir := range dirs {
+		pid, err := strconv.Atoi(strings.Split(filepath.Base(dir), "-")[1])
+		if err != nil || pid <= 0 || syscall.Kill(pid, 0) == nil || !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+			continue // a live process's, or not ours to judge
+		}
+		calls, _ := filepath.Glob(filepath.Join(dir, "call-*"))
+		for _, call := range calls {
+			g := &callGroup{v2fd: -1}
+			if _, err := os.Stat(filepath.Join(call, "cgroup.kill")); err == nil {
+				g.v2 = call
+			} else {
+				g.v1 = call
+			}
+			g.kill()
+			g.finish()
+		}
+		_ = os.Remove(dir)
+	}
+}
+
+// probeCloneInto starts /bin/true inside a new cgroup under parent, as
+// every call will be started: clone3 may be missing (before Linux 5.7) or
+// refused by a seccomp filter (some container runtimes), and calls must
+// not all fail for it. Without /bin/true there is nothing to probe with.
+func probeCloneInto(parent string) error {
+	dir := filepath.Join(parent, "probe")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return err
+	}
+	defer os.Remove(dir)
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if _, err := os.Stat("/bin/true"); err != nil {
+		return nil
+	}
+	// A sweep of orphans must not reap it before its wait (reaper_linux.go).
+	startMu.RLock()
+	defer startMu.RUnlock()
+	cmd := exec.Command("/bin/true")
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+	return cmd.Run()
+}
+
+// ownCgroups returns the directories of this process's cgroup in the v2
+// hierarchy and in the v1 pids hierarchy, "" for one not mounted.
+func ownCgroups() (v2, v1pids string, err error) {
+	data, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", "", err
+	}
+	var path2, path1 string
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		switch {
+		case parts[0] == "0" && parts[1] == "":
+			path2 = parts[2]
+		case hasItem(parts[1], "pids"):
+			path1 = parts[2]
+		}
+	}
+	mf, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "", "", err
+	}
+	defer mf.Close()
+	sc := bufio.NewScanner(mf)
+	for sc.Scan() {
+		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTS
+		f := strings.Fields(sc.Text())
+		sep := -1
+		for i, s := range f {
+			if s == "-" {
+				sep = i
+				break
+			}
+		}
+		if sep < 5 || sep+3 >= len(f) {
+			continue
+		}
+		root, mnt, fstype, super := unescapeMount(f[3]), unescapeMount(f[4]), f[sep+1], f[sep+3]
+		switch {
+		case fstype == "cgroup2" && path2 != "" && v2 == "":
+			v2 = under(mnt, root, path2)
+		case fstype == "cgroup" && path1 != "" && v1pids == "" && hasItem(super, "pids"):
+			v1pids = under(mnt, root, path1)
+		}
+	}
+	if v2 == "" && v1pids == "" {
+		return "", "", errors.New("no cgroup v2 or v1 pids hierarchy is mounted")
+	}
+	return v2, v1pids, sc.Err()
+}
+
+// under maps a cgroup path to a directory of the mount at mnt, whose root
+// is root.
+func under(mnt, root, path string) string {
+	rel, err := filepath.Rel(root, path)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		rel = "." // a cgroup namespace: the mount's root is ours
+	}
+	return filepath.Join(mnt, rel)
+}
+
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func hasItem(list, item string) bool {
+	for _, s := range strings.Split(list, ",") {
+		if s == item {
+			return true
+		}
+	}
+	return false
+}
+
+func hasController(dir, name string) bool {
+	data, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
+	return err == nil && hasItem(strings.ReplaceAll(strings.TrimSpace(string(data)), " ", ","), name)
+}
+
+// callGroup is the cgroup (or cgroups) of one call.
+type callGroup struct {
+	v2   string // cgroup v2 directory, "" none
+	v2fd int    // open on v2, for CLONE_INTO_CGROUP; -1 none
+	v1   string // v1 pids cgroup directory, "" none
+}
+
+// newCall creates the cgroups of one call, with its process limit.
+func (c *containment) newCall() (*callGroup, error) {
+	if c == nil || (c.v2 == "" && c.v1 == "") {
+		return nil, nil
+	}
+	seq := c.seq.Add(1)
+	g := &callGroup{v2fd: -1}
+	// While it forks the tool, the node's thread counts in the v1 cgroup.
+	limit := []byte(strconv.Itoa(max(c.maxProcs, 2)))
+	if c.v2 != "" {
+		dir := filepath.Join(c.v2, "call-"+strconv.FormatInt(seq, 10))
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("cgroup of the call: %w", err)
+		}
+		g.v2 = dir
+		if c.v2Pids {
+			if err := os.WriteFile(filepath.Join(dir, "pids.max"), limit, 0); err != nil {
+				g.finish()
+				return nil, fmt.Errorf("process limit of the call: %w", err)
+			}
+		}
+		fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			g.finish()
+			return nil, fmt.Errorf("cgroup of the call: %w", err)
+		}
+		g.v2fd = fd
+	}
+	if c.v1 != "" {
+		dir := filepath.Join(c.v1, "call-"+strconv.FormatInt(seq, 10))
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			g.finish()
+			return nil, fmt.Errorf("process limit of the call: %w", err)
+		}
+		g.v1 = dir
+		if err := os.WriteFile(filepath.Join(dir, "pids.max"), limit, 0); err != nil {
+			g.finish()
+			return nil, fmt.Errorf("process limit of the call: %w", err)
+		}
+	}
+	return g, nil
+}
+
+// setAttr has the tool cloned straight into the call's v2 cgroup.
+func (g *callGroup) setAttr(a *syscall.SysProcAttr) {
+	if g != nil && g.v2fd >= 0 {
+		a.UseCgroupFD = true
+		a.CgroupFD = g.v2fd
+	}
+}
+
+// onThread runs on the thread that forks the tool, before the fork: the
+// thread joins the v1 pids cgroup (v1 places threads, not processes), so
+// the tool is born in it and can never have run outside it. The thread
+// goes back to the node's cgroup after the fork (undo): it may be the
+// node's main thread, which outlives its goroutine.
+func (g *callGroup) onThread() (undo func(), err error) {
+	if g == nil || g.v1 == "" {
+		return nil, nil
+	}
+	tid := []byte(strconv.Itoa(unix.Gettid()))
+	if err := os.WriteFile(filepath.Join(g.v1, "tasks"), tid, 0); err != nil {
+		return nil, fmt.Errorf("process limit of the call: %w", err)
+	}
+	// Opened now: once the thread is confined by Landlock it could not be.
+	home, err := os.OpenFile(filepath.Join(filepath.Dir(filepath.Dir(g.v1)), "tasks"), os.O_WRONLY, 0)
+	if err != nil {
+		return nil, fmt.Errorf("process limit of the call: %w", err)
+	}
+	return func() {
+		_, _ = home.Write(tid)
+		_ = home.Close()
+	}, nil
+}
+
+// kill kills every process of the call: at once with cgroup.kill, else by
+// killing the members of the v1 cgroup until none is left (its pids.max
+// bounds how many can be forked meanwhile).
+func (g *callGroup) kill() {
+	if g == nil {
+		return
+	}
+	if g.v2 != "" {
+		_ = os.WriteFile(filepath.Join(g.v2, "cgroup.kill"), []byte("1"), 0)
+	}
+	if g.v1 != "" {
+		deadline := time.Now().Add(time.Second)
+		for time.Now().Before(deadline) {
+			pids := cgroupPids(g.v1, "cgroup.procs")
+			// The node's own forking thread belongs to the node's
+			// process: it leaves with its goroutine.
+			self := os.Getpid()
+			n := 0
+			for _, pid := range pids {
+				if pid != self {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+					n++
+				}
+			}
+			if n == 0 {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+// cgroupPids reads a cgroup.procs or tasks file.
+func cgroupPids(dir, file string) []int {
+	data, err := os.ReadFile(filepath.Join(dir, file))
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(data)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// finish removes the call's cgroups once they are empty (killed processes
+// leave them within milliseconds; the forking thread leaves the v1 one
+// when it ends).
+func (g *callGroup) finish() {
+	if g == nil {
+		return
+	}
+	if g.v2fd >= 0 {
+		_ = unix.Close(g.v2fd)
+		g.v2fd = -1
+	}
+	for _, dir := range []string{g.v2, g.v1} {
+		if dir == "" {
+			continue
+		}
+		deadline := time.Now().Add(2 * time.Second)
+		for os.Remove(dir) != nil && time.Now().Before(deadline) {
+			time.Sleep(2 * time.Millisecond)
+		}
+
+	}
+}
+
+// close removes the runner's cgroups; their call cgroups are gone already
+// unless a call is still running.
+func (c *containment) close() error {
+	var errs []error
+	for _, dir := range []string{c.v2, c.v1} {
+		if dir != "" {
+			if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,216 @@
+//go:build linux
+
+package registry
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
+)
+
+// nodeLayout is what a node protects by default: its data directory, the
+// credentials in its user's home, and a key file in /etc (whose many
+// entries make it the dearest place to protect).
+func nodeLayout(b *testing.B) []string {
+	home, _ := os.UserHomeDir()
+	p := []string{filepath.Join(b.TempDir(), "data"), "/etc/ssl/private/node.key"}
+	for _, s := range []string{".ssh", ".gnupg", ".aws", ".azure", ".kube", ".docker", ".config/gcloud", ".config/gh", ".netrc", ".git-credentials", ".pgpass"} {
+		p = append(p, filepath.Join(home, s))
+	}
+	return p
+}
+
+// BenchmarkSandboxParts prices each protection of a call, side by side
+// with running /bin/true directly: the whole Runner path without the
+// sandbox (yolo), Landlock confining writes only (the sandbox before issue
+// 8), then adding one protection at a time (the capability drop only
+// applies when the tests run as root), up to all of them with the node's
+// default protected paths.
+func BenchmarkSandboxParts(b *testing.B) {
+	if _, err := SandboxStatus(); err != nil {
+		b.Skip(err)
+	}
+	b.Run("direct", func(b *testing.B) {
+		for b.Loop() {
+			cmd := exec.Command("/bin/true")
+			cmd.Stdin = strings.NewReader(string(benchArgs))
+			if err := cmd.Run(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	layout := nodeLayout(b)
+	for _, c := range []struct {
+		name   string
+		yolo   bool
+		ablate ablation
+		layout bool
+	}{
+		{name: "yolo", yolo: true},
+		{name: "writes_only", ablate: ablation{noView: true, noScopes: true, noCloexec: true, noCapDrop: true}},
+		{name: "+read_rules", ablate: ablation{noScopes: true, noCloexec: true, noCapDrop: true}},
+		{name: "+scopes", ablate: ablation{noView: true, noCloexec: true, noCapDrop: true}},
+		{name: "+cloexec", ablate: ablation{noView: true, noScopes: true, noCapDrop: true}},
+		{name: "+cap_drop", ablate: ablation{noView: true, noScopes: true, noCloexec: true}},
+		{name: "all", ablate: ablation{}},
+		{name: "all_node_layout", ablate: ablation{}, layout: true},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			r := newTestRunner(b, func(cfg *RunnerConfig) {
+				cfg.Yolo = c.yolo
+				if c.layout {
+					cfg.Protected = layout
+				}
+			})
+			r.ablate = c.ablate
+			benchRun(b, r)
+			if r.view != nil && !c.ablate.noView {
+				n, err := r.view.size()
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(n), "rules")
+			}
+		})
+	}
+}
+
+// BenchmarkReadRules is the price of the read rules alone: a ruleset made
+// and filled from the cached descriptors, per call, as restrictThread
+// does, for the scratch directory only and for the node's layout.
+func BenchmarkReadRules(b *testing.B) {
+	abi, err := SandboxStatus()
+	if err != nil {
+		b.Skip(err)
+	}
+	for _, c := range []struct {
+		name      string
+		protected []string
+	}{
+		{"scratch_only", []string{b.TempDir()}},
+		{"node_layout", nodeLayout(b)},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			v := newFSView(c.protected)
+			handled := handledFS(abi)
+			n := 0
+			for b.Loop() {
+				fd, err := llsys.LandlockCreateRuleset(&llsys.RulesetAttr{HandledAccessFS: handled}, 0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				rules, release, err := v.current()
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, r := range rules {
+					if err := addRule(fd, r.fd, r.access&handled); err != nil {
+						b.Fatal(err)
+					}
+				}
+				n = len(rules)
+				release()
+				syscall.Close(fd)
+			}
+			b.ReportMetric(float64(n), "rules")
+		})
+	}
+	b.Run("rebuild_node_layout", func(b *testing.B) {
+		protected := cleanProtected(nodeLayout(b))
+		for b.Loop() {
+			r, err := walkView("/", protected, roDirAccess, roFileAccess)
+			if err != nil {
+				b.Fatal(err)
+			}
+			r.close()
+		}
+	})
+}
+
+// BenchmarkDigestVerify is the check of an executable before each run:
+// served from the cache (the file unchanged), and hashed (a 1 MiB file,
+// first run or changed).
+func BenchmarkDigestVerify(b *testing.B) {
+	content := make([]byte, 1<<20)
+	rand.Read(content)
+	sum := sha256.Sum256(content)
+	want := hex.EncodeToString(sum[:])
+	p := filepath.Join(b.TempDir(), "tool")
+	if err := os.WriteFile(p, content, 0o555); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("hashed_1MiB", func(b *testing.B) {
+		for b.Loop() {
+			var c DigestCache // empty every time
+			if err := c.Verify(p, want); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("cached", func(b *testing.B) {
+		var c DigestCache
+		c.m = map[fileID]string{}
+		fi, err := os.Stat(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		// As if hashed over a second after the last change.
+		id, _ := fileIDOfUnchecked(fi)
+		c.m[id] = want
+		for b.Loop() {
+			if err := c.Verify(p, want); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkSandboxOverhead interleaves, in every iteration, /bin/true run
+// directly, the same call through a Runner without the sandbox (yolo), and
+// through a Runner with every protection and the node's protected paths,
+// so all three see the same load on a shared machine. It reports each, and
+// what the whole call and the sandbox add.
+func BenchmarkSandboxOverhead(b *testing.B) {
+	if _, err := SandboxStatus(); err != nil {
+		b.Skip(err)
+	}
+	r := newTestRunner(b, func(cfg *RunnerConfig) { cfg.Protected = nodeLayout(b) })
+	yolo := newTestRunner(b, func(cfg *RunnerConfig) { cfg.Yolo = true })
+	inv := Invocation{Tool: "true", Exec: "/bin/true", Meta: shTool(""), Args: benchArgs}
+	var direct, unsandboxed, sandboxed time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		cmd := exec.Command("/bin/true")
+		cmd.Stdin = strings.NewReader(string(benchArgs))
+		if err := cmd.Run(); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if _, err := yolo.Run(context.Background(), inv); err != nil {
+			b.Fatal(err)
+		}
+		t2 := time.Now()
+		if _, err := r.Run(context.Background(), inv); err != nil {
+			b.Fatal(err)
+		}
+		direct += t1.Sub(t0)
+		unsandboxed += t2.Sub(t1)
+		sandboxed += time.Since(t2)
+	}
+	per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(b.N) }
+	b.ReportMetric(per(direct), "direct-ns")
+	b.ReportMetric(per(unsandboxed), "yolo-ns")
+	b.ReportMetric(per(sandboxed), "sandboxed-ns")
+	b.ReportMetric(per(sandboxed-direct), "added-ns")
+	b.ReportMetric(per(sandboxed-unsandboxed), "sandbox-ns")
+}
