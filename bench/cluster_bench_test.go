@@ -437,7 +437,7 @@ func startClusterOf(tb testing.TB, c *tcluster, size int) *tcluster {
 	for _, n := range c.nodes[1:] {
 		c.ready(n)
 	}
-	c.waitVoters(first, size, 60*time.Second)
+	c.waitVoters(first, min(size, 5), 60*time.Second) // 5: the default -voters
 	return c
 }
 

@@ -297,6 +297,9 @@ func (n *Node) KillSession(session string) error {
 
 // Agents lists a session's agents.
 func (n *Node) Agents(session string) ([]string, error) {
+	if err := n.caughtUp(); err != nil {
+		return nil, err
+	}
 	s, ok := n.fsm.Session(session)
 	if !ok {
 		return nil, fmt.Errorf("session %q does not exist: %w", session, p9.ErrNotFound)
@@ -321,6 +324,9 @@ func (n *Node) KillAgent(session, agent string) error {
 }
 
 func (n *Node) agent(session, agent string) (*raftfsm.Agent, error) {
+	if err := n.caughtUp(); err != nil {
+		return nil, err
+	}
 	a, err := n.fsm.Agent(session, agent)
 	if errors.Is(err, raftfsm.ErrNotFound) {
 		return nil, fmt.Errorf("%v: %w", err, p9.ErrNotFound)

@@ -99,7 +99,18 @@ type Config struct {
 	RaftTransport   raft.Transport
 	GossipTransport memberlist.Transport
 	Dial            func(addr string, timeout time.Duration) (net.Conn, error)
+
+	// CommitTimeout is Raft's: how long a leader with nothing to send
+	// waits before it sends followers the commit index anyway; default
+	// DefaultCommitTimeout. NoNudge turns off the Barrier the leader
+	// appends after a forwarded write so that followers learn of its
+	// commit at once (retry.go). Both exist to measure the difference.
+	CommitTimeout time.Duration
+	NoNudge       bool
 }
+
+// DefaultCommitTimeout is hashicorp/raft's own default.
+const DefaultCommitTimeout = 50 * time.Millisecond
 
 // Defaults of DESIGN §5.
 const (
@@ -147,6 +158,9 @@ func (c *Config) fill() error {
 	}
 	if c.ClusterAddr == "" {
 		c.ClusterAddr = DefaultClusterAddr
+	}
+	if c.CommitTimeout <= 0 {
+		c.CommitTimeout = DefaultCommitTimeout
 	}
 	if c.Voters <= 0 {
 		c.Voters = DefaultVoters

@@ -34,7 +34,8 @@ const maxForward = 4*MaxExecutable/3 + 1<<20
 const maxFwdResponse = 1 << 20
 
 type fwdRequest struct {
-	Cmd []byte `json:"cmd"`
+	Cmd  []byte `json:"cmd"`
+	Read bool   `json:"read,omitempty"` // a ReadIndex: no Cmd (readindex.go)
 }
 
 type fwdResponse struct {
@@ -53,6 +54,7 @@ var errKinds = map[string]error{
 	"invalid":   raftfsm.ErrInvalid,
 	"notleader": raft.ErrNotLeader,
 	"noleader":  ErrNoLeader,
+	"ambiguous": errAmbiguous,
 }
 
 func errKind(err error) string {
@@ -173,6 +175,12 @@ func (n *Node) serveForward(c net.Conn) {
 			}
 			return
 		}
+		if req.Read {
+			if err := writeMsg(c, n.serveReadIndex()); err != nil {
+				return
+			}
+			continue
+		}
 		if len(req.Cmd) == 0 {
 			n.logger.Printf("forwarding: %s sent an empty command; closing", c.RemoteAddr())
 			return
@@ -184,6 +192,9 @@ func (n *Node) serveForward(c net.Conn) {
 			resp.Err, resp.Kind = err.Error(), errKind(err)
 		} else {
 			resp.Index, resp.Name = index, r.Name
+			if !appliedLater(raftfsm.CommandType(req.Cmd[0])) {
+				n.nudgeFollowers() // the forwarding node waits to apply it
+			}
 		}
 		if err := writeMsg(c, resp); err != nil {
 			return
@@ -263,7 +274,7 @@ func (n *Node) forward(addr string, cmd []byte, timeout time.Duration) (fwdRespo
 	c := n.fwd.get(addr)
 	if c == nil {
 		var err error
-		if c, err = n.dialCluster(addr, protoForward, timeout); err != nil {
+		if c, err = n.dialCluster(addr, protoForward, min(timeout, fwdDialTimeout)); err != nil {
 			return resp, fmt.Errorf("%w: %v", errUnsent, err)
 		}
 	}
@@ -276,7 +287,7 @@ func (n *Node) forward(addr string, cmd []byte, timeout time.Duration) (fwdRespo
 	}
 	if err := readMsg(c, &resp, maxFwdResponse); err != nil {
 		c.Close()
-		return resp, fmt.Errorf("the leader at %s did not answer (%v); the write may or may not have been applied", addr, err)
+		return resp, fmt.Errorf("the leader at %s did not answer (%v): %w", addr, err, errAmbiguous)
 	}
 	c.SetDeadline(time.Time{})
 	n.fwd.put(addr, c)

@@ -274,6 +274,9 @@ func walk1(s *Server, n *node, name string) (*node, error) {
 			return newNode(n, kAgentNew, name), nil
 		}
 		agents, err := b.Agents(n.sess)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return nil, err // the node cannot answer now, e.g. catching up
+		}
 		if err != nil {
 			return nil, walkErr("session %q does not exist: %v", n.sess, err)
 		}

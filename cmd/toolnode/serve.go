@@ -60,6 +60,8 @@ func serve(args []string) (err error) {
 	fs.StringVar(&toolEnv, "tool-env", "", "extra variables passed to tools, comma-separated (NAME or PREFIX*)")
 	fs.BoolVar(&cfg.Insecure, "insecure", false, "start even when a port leaves loopback without its credential (logged loudly)")
 	fs.DurationVar(&cfg.ReconnectTimeout, "reconnect-timeout", 24*time.Hour, "how long a failed gossip member is tried again before it is forgotten (0: never tried again)")
+	fs.DurationVar(&cfg.CommitTimeout, "raft-commit-timeout", node.DefaultCommitTimeout, "how long an idle Raft leader waits before sending followers the commit index (tuning)")
+	fs.BoolVar(&cfg.NoNudge, "raft-no-nudge", false, "do not tell followers at once that a forwarded write committed (measurement only)")
 	fs.BoolVar(&useExamp, "examples", false, "serve the built-in example tools and profiles (unless -tools/-agents are given)")
 	logLevel := fs.String("log-level", "info", "least level logged: debug, info, warn or error")
 	logFormat := fs.String("log-format", logx.Text, "log format on stderr: text (key=value) or json")

@@ -1,0 +1,174 @@
+package bench
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// forwardSettings are the ways a leader can let a follower know that a
+// forwarded write committed: the Barrier nudge at the library's
+// CommitTimeout (the default), the library alone, and the 5 ms
+// CommitTimeout the node used before the nudge.
+var forwardSettings = []struct {
+	name  string
+	flags []string
+}{
+	{"nudge,commit=50ms", nil},
+	{"no-nudge,commit=50ms", []string{"-raft-no-nudge"}},
+	{"no-nudge,commit=5ms", []string{"-raft-no-nudge", "-raft-commit-timeout", "5ms"}},
+}
+
+// BenchmarkForwardedWrites measures one client writing (tool_load and
+// tool_unload on its own agent) on the leader and one on a follower, on
+// a three-node cluster per setting, so the follower/leader ratio of each
+// setting comes from one cluster in one run.
+func BenchmarkForwardedWrites(b *testing.B) {
+	for _, s := range forwardSettings {
+		b.Run(s.name, func(b *testing.B) {
+			c := startClusterWith(b, 3, s.flags...)
+			leader := c.waitVoters(c.nodes[0], 3, 60*time.Second)
+			order := c.leaderFirst(leader)
+			admin, err := dial9(order[0].p9)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer admin.close()
+			if _, err := admin.ask("session/new", "name=bench"); err != nil {
+				b.Fatal(err)
+			}
+			var ws []writer
+			for i, n := range order[:2] {
+				w, err := newCtlWriter(n.p9, "bench", fmt.Sprintf("a%d", i), 60*time.Second)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer w.close()
+				ws = append(ws, w)
+			}
+			b.Run("leader", func(b *testing.B) { runWrites(b, ws[:1]) })
+			b.Run("follower", func(b *testing.B) { runWrites(b, ws[1:2]) })
+			// Agent creation: its forwarding waits until the follower has
+			// applied it, which is what the nudge is for.
+			for i, where := range []string{"leader", "follower"} {
+				seq := 0 // across the runs b.Run makes
+				b.Run("agent-new,"+where, func(b *testing.B) {
+					conn, err := dial9(order[i].p9)
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer conn.close()
+					b.ResetTimer()
+					for range b.N {
+						seq++
+						if _, err := conn.ask("session/bench/agent/new", fmt.Sprintf("name=%s%d", where, seq)); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+		})
+	}
+}
+
+// BenchmarkIdleCPU measures the CPU all node processes of an idle cluster
+// use, in percent of one core, at the default CommitTimeout and at the
+// former 5 ms, for 3 and 10 nodes (5 voters). b.N is ignored beyond the
+// first iteration: each sample is a 5 s window after the cluster settled.
+func BenchmarkIdleCPU(b *testing.B) {
+	for _, size := range []int{3, 10} {
+		for _, s := range []struct {
+			name  string
+			flags []string
+		}{
+			{"commit=50ms", nil},
+			{"commit=5ms", []string{"-raft-commit-timeout", "5ms"}},
+		} {
+			b.Run(fmt.Sprintf("nodes=%d,%s", size, s.name), func(b *testing.B) {
+				c := startClusterWith(b, size, s.flags...)
+				time.Sleep(3 * time.Second) // joins and promotions settle
+				const window = 5 * time.Second
+				b.ResetTimer()
+				var pct float64
+				for range b.N {
+					before := cpuTicks(b, c)
+					time.Sleep(window)
+					pct = 100 * float64(cpuTicks(b, c)-before) / clockTicks / window.Seconds()
+				}
+				b.ReportMetric(pct, "%core")
+			})
+		}
+	}
+}
+
+// clockTicks is USER_HZ, the unit of /proc/PID/stat's times (100 on
+// Linux).
+const clockTicks = 100
+
+// cpuTicks sums utime and stime of every node process of c.
+func cpuTicks(b *testing.B, c *tcluster) int64 {
+	var sum int64
+	for _, n := range c.nodes {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", n.p.cmd.Process.Pid))
+		if err != nil {
+			b.Fatal(err)
+		}
+		// Fields after the command name, which is in parentheses.
+		f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		sum += ut + st
+	}
+	return sum
+}
+
+// BenchmarkAgentReads measures one client reading an agent's loaded set
+// (walk, open, read, clunk of session/S/agent/A/tools) on the leader,
+// which answers from its own state, and on a follower, which first checks
+// the leader's commit index (a ReadIndex round trip, shared by the reads
+// of 10 ms).
+func BenchmarkAgentReads(b *testing.B) {
+	c := startCluster(b, 3)
+	leader := c.waitVoters(c.nodes[0], 3, 60*time.Second)
+	order := c.leaderFirst(leader)
+	admin, err := dial9(order[0].p9)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer admin.close()
+	if _, err := admin.ask("session/new", "name=bench"); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := admin.ask("session/bench/agent/new", "name=r"); err != nil {
+		b.Fatal(err)
+	}
+	for _, where := range []struct {
+		name string
+		n    *tnode
+	}{{"leader", order[0]}, {"follower", order[1]}} {
+		b.Run(where.name, func(b *testing.B) {
+			conn, err := dial9(where.n.p9)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer conn.close()
+			b.ResetTimer()
+			for range b.N {
+				if _, err := conn.read("session/bench/agent/r/tools"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// startClusterWith is startCluster with flags every node gets.
+func startClusterWith(tb testing.TB, size int, flags ...string) *tcluster {
+	tb.Helper()
+	c := newTCluster(tb)
+	c.extra = flags
+	return startClusterOf(tb, c, size)
+}

@@ -1,0 +1,170 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/toolnode/toolnode/raftfsm"
+)
+
+// Reads of agent state on a follower are never silently stale: before a
+// follower answers one it asks the leader for its commit index (a
+// ReadIndex, over the forwarding connection) and waits until its own FSM
+// has applied that far. A node that restarted, or lags, thus answers with
+// every write acknowledged before the read, or with an error saying it is
+// catching up. The leader's own state is current: it acknowledges a write
+// only once its FSM has applied it.
+
+const (
+	// readIndexFresh: a commit index fetched this recently serves later
+	// reads too, so a walk, open and read of one file cost one round trip
+	// to the leader. A write acknowledged within this window before a
+	// read may be missed by it.
+	readIndexFresh = 10 * time.Millisecond
+	// readIndexWait bounds how long a read waits for a leader to answer
+	// and for this node to apply up to the leader's index before it
+	// answers "catching up": long enough to ride out a failover (about
+	// 1.6 s on a LAN).
+	readIndexWait = 5 * time.Second
+)
+
+// readIndex caches the last commit index fetched from the leader, and
+// holds the highest index of a write acknowledged through this node before
+// this node applied it (see appliedLater).
+type readIndex struct {
+	mu    sync.Mutex // held across the fetch: one at a time
+	at    time.Time  // when the fetch that got index started
+	index uint64
+
+	acked atomic.Uint64
+}
+
+// ack records that a write at index was acknowledged through this node.
+func (r *readIndex) ack(index uint64) {
+	for {
+		old := r.acked.Load()
+		if index <= old || r.acked.CompareAndSwap(old, index) {
+			return
+		}
+	}
+}
+
+// appliedLater: a forwarded command whose effect only agent reads show
+// (load, unload) is acknowledged as soon as the leader committed it, and
+// this node's agent reads wait until it has applied it (caughtUp), so the
+// writer still reads its write back here without waiting for the commit
+// to reach this node when it writes again.
+func appliedLater(t raftfsm.CommandType) bool {
+	return t == raftfsm.CmdLoad || t == raftfsm.CmdUnload
+}
+
+// errCatchingUp wraps the answer of a node that cannot yet show every
+// acknowledged write; 9P clients see EAGAIN (p9/doc.go).
+var errCatchingUp = errors.New("temporarily unavailable: catching up")
+
+// caughtUp returns nil once this node has applied every write the leader
+// had applied when the read began (at most readIndexFresh before) and
+// every write acknowledged through this node, or an error wrapping
+// errCatchingUp.
+func (n *Node) caughtUp() error {
+	deadline := time.Now().Add(readIndexWait)
+	index := n.ri.acked.Load()
+	for n.raft != nil && n.raft.State() != raft.Leader {
+		// The leader is re-resolved at each try: while it fails over,
+		// the read waits for the next one rather than failing.
+		li, err := n.leaderCommitIndex()
+		if err == nil {
+			index = max(index, li)
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: this node cannot confirm with the leader that it is current: %v", errCatchingUp, err)
+		}
+		select {
+		case <-n.ctx.Done():
+			return fmt.Errorf("%w: the node is shutting down", errCatchingUp)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if n.fsm.LastIndex() >= index {
+		return nil
+	}
+	done := make(chan struct{})
+	t := time.AfterFunc(max(time.Until(deadline), 100*time.Millisecond), func() { close(done) })
+	defer t.Stop()
+	if !n.fsm.WaitApplied(index, done) {
+		return fmt.Errorf("%w: this node has applied the log up to %d of the leader's %d; try again", errCatchingUp, n.fsm.LastIndex(), index)
+	}
+	return nil
+}
+
+// leaderCommitIndex asks the leader for its commit index, or returns one
+// fetched within readIndexFresh.
+func (n *Node) leaderCommitIndex() (uint64, error) {
+	n.ri.mu.Lock()
+	defer n.ri.mu.Unlock()
+	if time.Since(n.ri.at) < readIndexFresh {
+		return n.ri.index, nil
+	}
+	addr, _ := n.raft.LeaderWithID()
+	if addr == "" {
+		return 0, ErrNoLeader
+	}
+	start := time.Now()
+	resp, err := n.ask(string(addr), fwdRequest{Read: true}, fwdDialTimeout)
+	if err != nil {
+		return 0, err
+	}
+	if resp.Err != "" {
+		return 0, errors.New(resp.Err)
+	}
+	n.ri.at, n.ri.index = start, resp.Index
+	return resp.Index, nil
+}
+
+// serveReadIndex answers a follower's ReadIndex once this node has
+// confirmed with a quorum that it still leads (a deposed leader's index
+// could be behind): the index of the last command its FSM applied. Not
+// Raft's commit index: that counts entries no FSM sees (Barriers, no-ops,
+// configurations), so a follower's FSM may never reach it; and a leader
+// acknowledges a write only once its FSM has applied it, so every write
+// acknowledged before the read is at or below this index.
+func (n *Node) serveReadIndex() fwdResponse {
+	if n.raft.State() != raft.Leader {
+		return fwdResponse{Err: "this node is no longer the leader", Kind: "notleader"}
+	}
+	if err := n.raft.VerifyLeader().Error(); err != nil {
+		return fwdResponse{Err: "this node could not confirm it leads: " + err.Error(), Kind: "notleader"}
+	}
+	return fwdResponse{Index: n.fsm.LastIndex()}
+}
+
+// ask sends one request to the leader at addr on a pooled forwarding
+// connection and returns its answer; for requests that change nothing.
+func (n *Node) ask(addr string, req fwdRequest, timeout time.Duration) (fwdResponse, error) {
+	var resp fwdResponse
+	c := n.fwd.get(addr)
+	if c == nil {
+		var err error
+		if c, err = n.dialCluster(addr, protoForward, timeout); err != nil {
+			return resp, err
+		}
+	}
+	c.SetDeadline(time.Now().Add(timeout))
+	if err := writeMsg(c, req); err != nil {
+		c.Close()
+		return resp, err
+	}
+	if err := readMsg(c, &resp, maxFwdResponse); err != nil {
+		c.Close()
+		return resp, fmt.Errorf("the leader at %s did not answer: %v", addr, err)
+	}
+	c.SetDeadline(time.Time{})
+	n.fwd.put(addr, c)
+	return resp, nil
+}
