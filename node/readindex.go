@@ -21,11 +21,6 @@ import (
 // only once its FSM has applied it.
 
 const (
-	// readIndexFresh: a commit index fetched this recently serves later
-	// reads too, so a walk, open and read of one file cost one round trip
-	// to the leader. A write acknowledged within this window before a
-	// read may be missed by it.
-	readIndexFresh = 10 * time.Millisecond
 	// readIndexWait bounds how long a read waits for a leader to answer
 	// and for this node to apply up to the leader's index before it
 	// answers "catching up": long enough to ride out a failover (about
@@ -33,7 +28,8 @@ const (
 	readIndexWait = 5 * time.Second
 )
 
-// readIndex caches the last commit index fetched from the leader, and
+// readIndex keeps the last index fetched from the leader, and when its
+// fetch started, and
 // holds the highest index of a write acknowledged through this node before
 // this node applied it (see appliedLater).
 type readIndex struct {
@@ -68,16 +64,16 @@ func appliedLater(t raftfsm.CommandType) bool {
 var errCatchingUp = errors.New("temporarily unavailable: catching up")
 
 // caughtUp returns nil once this node has applied every write the leader
-// had applied when the read began (at most readIndexFresh before) and
-// every write acknowledged through this node, or an error wrapping
-// errCatchingUp.
+// had applied when the read began and every write acknowledged through
+// this node, or an error wrapping errCatchingUp.
 func (n *Node) caughtUp() error {
-	deadline := time.Now().Add(readIndexWait)
+	began := time.Now()
+	deadline := began.Add(readIndexWait)
 	index := n.ri.acked.Load()
 	for n.raft != nil && n.raft.State() != raft.Leader {
 		// The leader is re-resolved at each try: while it fails over,
 		// the read waits for the next one rather than failing.
-		li, err := n.leaderCommitIndex()
+		li, err := n.leaderCommitIndex(began)
 		if err == nil {
 			index = max(index, li)
 			break
@@ -103,12 +99,16 @@ func (n *Node) caughtUp() error {
 	return nil
 }
 
-// leaderCommitIndex asks the leader for its commit index, or returns one
-// fetched within readIndexFresh.
-func (n *Node) leaderCommitIndex() (uint64, error) {
+// leaderCommitIndex asks the leader for its applied index, for a read
+// that began at began. An index whose fetch started after the read began
+// serves it too: reads waiting on the lock while a fetch is under way
+// share the next one, so concurrent reads cost one round trip between
+// them, and no read is answered from an index older than itself (a write
+// acknowledged before the read began is always at or below it).
+func (n *Node) leaderCommitIndex(began time.Time) (uint64, error) {
 	n.ri.mu.Lock()
 	defer n.ri.mu.Unlock()
-	if time.Since(n.ri.at) < readIndexFresh {
+	if !n.ri.at.IsZero() && !n.ri.at.Before(began) {
 		return n.ri.index, nil
 	}
 	addr, _ := n.raft.LeaderWithID()
