@@ -1236,21 +1236,8 @@ func Test_E2E_Cluster_Linearizable(t *testing.T) {
 	}
 
 	base := time.Now()
-	stop := make(chan struct{})
-	var stopOnce sync.Once
-	halt := func() { stopOnce.Do(func() { close(stop) }) }
-	var wg sync.WaitGroup
-	clients := make([]*lzClient, lzClients)
-	for i := range clients {
-		clients[i] = &lzClient{id: i, nodes: nodes, base: base, rnd: mrand.New(mrand.NewPCG(uint64(time.Now().UnixNano()), uint64(i))),
-			counts: map[string]int{}, answers: map[string]int{}}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			clients[i].run(stop)
-		}()
-	}
-	defer func() { halt(); wg.Wait() }()
+	clients, halt := startLzClients(nodes, base)
+	defer halt()
 
 	// Kill the leader twice, bringing it back each time.
 	time.Sleep(1500 * time.Millisecond)
@@ -1269,7 +1256,6 @@ func Test_E2E_Cluster_Linearizable(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 	halt()
-	wg.Wait()
 
 	// Every node converges on one loaded set and revision.
 	var final string
@@ -1314,5 +1300,28 @@ func Test_E2E_Cluster_Linearizable(t *testing.T) {
 			t.Logf("%v..%s %s", time.Duration(op.Call), ret, lzModel.DescribeOperation(op.Input, op.Output))
 		}
 		t.Fatalf("the history is not linearizable (%v): an acknowledged write was lost or a read on the writer's node was stale", res)
+	}
+}
+
+// startLzClients starts lzClients clients writing through nodes, their
+// history timed from base. halt stops them and waits until every one has
+// returned; it may be called more than once.
+func startLzClients(nodes []*cnode, base time.Time) (clients []*lzClient, halt func()) {
+	stop := make(chan struct{})
+	var stopOnce sync.Once
+	var wg sync.WaitGroup
+	clients = make([]*lzClient, lzClients)
+	for i := range clients {
+		clients[i] = &lzClient{id: i, nodes: nodes, base: base, rnd: mrand.New(mrand.NewPCG(uint64(time.Now().UnixNano()), uint64(i))),
+			counts: map[string]int{}, answers: map[string]int{}}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			clients[i].run(stop)
+		}()
+	}
+	return clients, func() {
+		stopOnce.Do(func() { close(stop) })
+		wg.Wait()
 	}
 }

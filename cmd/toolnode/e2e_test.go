@@ -221,10 +221,17 @@ type proc struct {
 // failed.
 func (e *env) spawn(t *testing.T, name string, environ []string, extra ...string) *proc {
 	t.Helper()
-	p := &proc{log: &syncBuffer{}, done: make(chan struct{})}
 	args := []string{"-name", name, "-data", e.data, "-tools", e.tools, "-agents", e.agents,
 		"-9p", e.p9, "-gossip", e.gossip, "-cluster", e.cluster}
-	p.cmd = exec.Command(binPath, append(args, extra...)...)
+	return startCmd(t, name, exec.Command(binPath, append(args, extra...)...), environ)
+}
+
+// startCmd starts cmd with environ, its output collected, without waiting
+// for it. It is killed at the end of the test, and its log, under label,
+// shown if the test failed.
+func startCmd(t *testing.T, label string, cmd *exec.Cmd, environ []string) *proc {
+	t.Helper()
+	p := &proc{cmd: cmd, log: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd.Env = environ
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	p.cmd.WaitDelay = 5 * time.Second // a leftover child holding the output must not hold us
@@ -243,7 +250,7 @@ func (e *env) spawn(t *testing.T, name string, environ []string, extra ...string
 			<-p.done
 		}
 		if t.Failed() {
-			t.Logf("log of %s (pid %d):\n%s", name, p.cmd.Process.Pid, p.log.String())
+			t.Logf("log of %s (pid %d):\n%s", label, p.cmd.Process.Pid, p.log.String())
 		}
 	})
 	return p

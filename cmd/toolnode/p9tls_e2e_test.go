@@ -10,6 +10,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -68,29 +69,7 @@ func failTN(t *testing.T, environ []string, subs []string, args ...string) {
 // at the end of the test.
 func spawnTN(t *testing.T, environ []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{log: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(binPath, args...)
-	p.cmd.Env = environ
-	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		p.waitErr = p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			p.cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("log of toolnode %q:\n%s", args, p.log.String())
-		}
-	})
-	return p
+	return startCmd(t, fmt.Sprintf("toolnode %q", args), exec.Command(binPath, args...), environ)
 }
 
 func TestP9TLSEndToEnd(t *testing.T) {

@@ -179,32 +179,9 @@ func (l *netLab) newNode(name string, host int) *nsNode {
 func (n *nsNode) launch(t *testing.T, environ []string) {
 	t.Helper()
 	e := n.e
-	p := &proc{log: &syncBuffer{}, done: make(chan struct{})}
 	args := []string{"netns", "exec", n.ns, binPath, "-name", n.name, "-data", e.data, "-tools", e.tools, "-agents", e.agents,
 		"-9p", e.p9, "-gossip", e.gossip, "-cluster", e.cluster}
-	p.cmd = exec.Command("ip", append(args, n.flags...)...)
-	p.cmd.Env = environ
-	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	p.cmd.WaitDelay = 5 * time.Second
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		p.waitErr = p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			p.cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("log of %s (pid %d):\n%s", n.name, p.cmd.Process.Pid, p.log.String())
-		}
-	})
-	n.p = p
+	n.p = startCmd(t, n.name, exec.Command("ip", append(args, n.flags...)...), environ)
 }
 
 // gossipAgrees reports whether every node lists every node alive.
@@ -304,21 +281,8 @@ func Test_E2E_Partition_LeaderCutOff(t *testing.T) {
 	}
 
 	base := time.Now()
-	stop := make(chan struct{})
-	var stopOnce sync.Once
-	halt := func() { stopOnce.Do(func() { close(stop) }) }
-	var wg sync.WaitGroup
-	clients := make([]*lzClient, lzClients)
-	for i := range clients {
-		clients[i] = &lzClient{id: i, nodes: nodes, base: base, rnd: mrand.New(mrand.NewPCG(uint64(time.Now().UnixNano()), uint64(i))),
-			counts: map[string]int{}, answers: map[string]int{}}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			clients[i].run(stop)
-		}()
-	}
-	defer func() { halt(); wg.Wait() }()
+	clients, halt := startLzClients(nodes, base)
+	defer halt()
 
 	time.Sleep(2 * time.Second)
 	leader := currentLeader(t, nodes)
@@ -379,7 +343,6 @@ func Test_E2E_Partition_LeaderCutOff(t *testing.T) {
 	}
 	time.Sleep(2 * time.Second) // writes after the heal
 	halt()
-	wg.Wait()
 
 	var final string
 	pollUntil(t, 30*time.Second, "every node to show the same loaded set and revision", func() (bool, string) {
