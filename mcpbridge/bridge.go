@@ -241,6 +241,7 @@ func (b *Bridge) refresh() error {
 		b.listed[name] = string(fp)
 		b.srv.AddTool(t, b.call(name, t))
 	}
+	slices.Sort(wheres)
 	b.where = strings.Join(wheres, "\n")
 	return nil
 }
@@ -453,7 +454,6 @@ func (b *Bridge) pollWhere() {
 		}
 		last := b.where
 		b.refreshMu.Unlock()
-		slices.Sort(names)
 		var wheres []string
 		for _, name := range names {
 			w, err := ask(b.fsys, "cluster/where", name)
@@ -462,18 +462,13 @@ func (b *Bridge) pollWhere() {
 			}
 			wheres = append(wheres, name+"="+strings.Join(lines(w), ","))
 		}
-		if strings.Join(wheres, "\n") != sortedLines(last) {
+		slices.Sort(wheres) // as refresh keeps it
+		if strings.Join(wheres, "\n") != last {
 			if err := b.refresh(); err != nil {
 				b.opt.Logf("mcp: %v", err)
 			}
 		}
 	}
-}
-
-func sortedLines(s string) string {
-	l := strings.Split(s, "\n")
-	slices.Sort(l)
-	return strings.Join(l, "\n")
 }
 
 // sleep waits d; false once the bridge is closing.

@@ -82,21 +82,7 @@ func New(node string, st State) *Set {
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "toolnode_9p_connections", Help: "9P connections served now.", ConstLabels: constLabels,
 	}, func() float64 { return float64(st.P9Conns()) }))
-	for _, f := range []struct{ key, name, help string }{
-		{"term", "toolnode_raft_term", "Raft's current term."},
-		{"commit_index", "toolnode_raft_commit_index", "The highest log index this node knows is committed."},
-		{"applied_index", "toolnode_raft_applied_index", "The highest log index applied to this node's state."},
-		{"last_log_index", "toolnode_raft_last_log_index", "The last index in this node's log."},
-		{"num_peers", "toolnode_raft_other_voters", "Voters in the Raft configuration besides this node."},
-	} {
-		key := f.key
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: f.name, Help: f.help, ConstLabels: constLabels},
-			func() float64 { v, _ := strconv.ParseFloat(st.RaftStats()[key], 64); return v }))
-	}
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "toolnode_raft_last_contact_seconds", Help: "Time since this node last heard from the leader (0 on the leader, -1 never).", ConstLabels: constLabels,
-	}, func() float64 { return lastContact(st.RaftStats()) }))
-	reg.MustRegister(&stateCollector{st: st, constLabels: constLabels})
+	reg.MustRegister(newStateCollector(st, constLabels))
 	raftSinkOnce.Do(func() {
 		// hashicorp/raft reports through go-metrics' global registry.
 		sink, err := gmprom.NewPrometheusSinkFrom(gmprom.PrometheusOpts{Expiration: time.Minute, Registerer: reg})
@@ -126,11 +112,14 @@ func lastContact(stats map[string]string) float64 {
 	}
 }
 
-// stateCollector reports the Raft state and gossip members by state as
-// one series per value, so a dashboard can sum or alert on either.
-type stateCollector struct {
-	st          State
-	constLabels prometheus.Labels
+// raftGauges are the numbers of hashicorp/raft's Stats() exported as
+// gauges.
+var raftGauges = []struct{ key, name, help string }{
+	{"term", "toolnode_raft_term", "Raft's current term."},
+	{"commit_index", "toolnode_raft_commit_index", "The highest log index this node knows is committed."},
+	{"applied_index", "toolnode_raft_applied_index", "The highest log index applied to this node's state."},
+	{"last_log_index", "toolnode_raft_last_log_index", "The last index in this node's log."},
+	{"num_peers", "toolnode_raft_other_voters", "Voters in the Raft configuration besides this node."},
 }
 
 var (
@@ -138,30 +127,55 @@ var (
 	memberKeys = []string{"alive", "suspect", "dead", "left"}
 )
 
-func (c *stateCollector) descs() (*prometheus.Desc, *prometheus.Desc) {
-	return prometheus.NewDesc("toolnode_raft_state", "1 for this node's Raft state.", []string{"state"}, c.constLabels),
-		prometheus.NewDesc("toolnode_members", "Gossip members by state.", []string{"state"}, c.constLabels)
+// stateCollector reports what is read from the node at scrape time: the
+// Raft gauges, the Raft state and gossip members by state (one series per
+// value, so a dashboard can sum or alert on either). Raft's Stats() is
+// read once per scrape.
+type stateCollector struct {
+	st                  State
+	gauges              []*prometheus.Desc // raftGauges, in order
+	contact, state, mem *prometheus.Desc
+}
+
+func newStateCollector(st State, constLabels prometheus.Labels) *stateCollector {
+	c := &stateCollector{
+		st:      st,
+		contact: prometheus.NewDesc("toolnode_raft_last_contact_seconds", "Time since this node last heard from the leader (0 on the leader, -1 never).", nil, constLabels),
+		state:   prometheus.NewDesc("toolnode_raft_state", "1 for this node's Raft state.", []string{"state"}, constLabels),
+		mem:     prometheus.NewDesc("toolnode_members", "Gossip members by state.", []string{"state"}, constLabels),
+	}
+	for _, g := range raftGauges {
+		c.gauges = append(c.gauges, prometheus.NewDesc(g.name, g.help, nil, constLabels))
+	}
+	return c
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	a, b := c.descs()
-	ch <- a
-	ch <- b
+	for _, d := range c.gauges {
+		ch <- d
+	}
+	ch <- c.contact
+	ch <- c.state
+	ch <- c.mem
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
-	a, b := c.descs()
-	state := c.st.RaftStats()["state"]
+	stats := c.st.RaftStats()
+	for i, g := range raftGauges {
+		v, _ := strconv.ParseFloat(stats[g.key], 64)
+		ch <- prometheus.MustNewConstMetric(c.gauges[i], prometheus.GaugeValue, v)
+	}
+	ch <- prometheus.MustNewConstMetric(c.contact, prometheus.GaugeValue, lastContact(stats))
 	for _, s := range raftStates {
 		v := 0.0
-		if s == state {
+		if s == stats["state"] {
 			v = 1
 		}
-		ch <- prometheus.MustNewConstMetric(a, prometheus.GaugeValue, v, s)
+		ch <- prometheus.MustNewConstMetric(c.state, prometheus.GaugeValue, v, s)
 	}
 	m := c.st.MemberStates()
 	for _, k := range memberKeys {
-		ch <- prometheus.MustNewConstMetric(b, prometheus.GaugeValue, float64(m[k]), k)
+		ch <- prometheus.MustNewConstMetric(c.mem, prometheus.GaugeValue, float64(m[k]), k)
 	}
 }
 

@@ -202,16 +202,25 @@ func (n *Node) serveForward(c net.Conn) {
 	}
 }
 
-// fwdPool keeps idle forwarding connections per leader address.
-type fwdPool struct {
+// connPool keeps idle cluster-port connections per address: forwarded
+// writes to the leader (Node.fwd) and routed calls (Node.callConns).
+type connPool struct {
+	max    int           // idle connections kept per address
+	maxAge time.Duration // an older idle connection is not reused; 0: no limit
+
 	mu   sync.Mutex
-	idle map[string][]net.Conn
+	idle map[string][]pooledConn
+}
+
+type pooledConn struct {
+	c     net.Conn
+	since time.Time
 }
 
 const fwdIdleMax = 64
 
 // get returns an idle connection to addr that is still open, or nil.
-func (p *fwdPool) get(addr string) net.Conn {
+func (p *connPool) get(addr string) net.Conn {
 	for {
 		p.mu.Lock()
 		cs := p.idle[addr]
@@ -219,13 +228,13 @@ func (p *fwdPool) get(addr string) net.Conn {
 			p.mu.Unlock()
 			return nil
 		}
-		c := cs[len(cs)-1]
+		pc := cs[len(cs)-1]
 		p.idle[addr] = cs[:len(cs)-1]
 		p.mu.Unlock()
-		if alive(c) {
-			return c
+		if (p.maxAge == 0 || time.Since(pc.since) < p.maxAge) && alive(pc.c) {
+			return pc.c
 		}
-		c.Close()
+		pc.c.Close()
 	}
 }
 
@@ -240,25 +249,25 @@ func alive(c net.Conn) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-func (p *fwdPool) put(addr string, c net.Conn) {
+func (p *connPool) put(addr string, c net.Conn) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.idle == nil {
-		p.idle = map[string][]net.Conn{}
+		p.idle = map[string][]pooledConn{}
 	}
-	if len(p.idle[addr]) >= fwdIdleMax {
+	if len(p.idle[addr]) >= p.max {
 		c.Close()
 		return
 	}
-	p.idle[addr] = append(p.idle[addr], c)
+	p.idle[addr] = append(p.idle[addr], pooledConn{c, time.Now()})
 }
 
-func (p *fwdPool) closeAll() {
+func (p *connPool) closeAll() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, cs := range p.idle {
-		for _, c := range cs {
-			c.Close()
+		for _, pc := range cs {
+			pc.c.Close()
 		}
 	}
 	p.idle = nil

@@ -53,10 +53,10 @@ type Node struct {
 	mux       *mux        // nil when Config.RaftTransport is given
 	tls       *clusterTLS // nil: plain TCP
 	lim       portLimits  // the cluster port's deadlines
-	fwd       fwdPool
-	callConns callPool
-	nudge     nudger    // retry.go
-	ri        readIndex // readindex.go
+	fwd       connPool    // forwarded writes, per leader address
+	callConns connPool    // routed calls, per node address
+	nudge     nudger      // retry.go
+	ri        readIndex   // readindex.go
 	route     router
 
 	unreachMu sync.Mutex
@@ -106,6 +106,8 @@ func New(cfg Config) (n *Node, err error) {
 		cfg:       cfg,
 		logger:    log.New(logx.Writer(cfg.Logger, slog.LevelInfo), "", 0),
 		reconcile: make(chan struct{}, 1),
+		fwd:       connPool{max: fwdIdleMax},
+		callConns: connPool{max: callIdleMax, maxAge: callReuse},
 		metaKick:  make(chan struct{}, 1),
 		lim:       defaultPortLimits,
 	}

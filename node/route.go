@@ -188,66 +188,14 @@ func (n *Node) callOn(ctx context.Context, c cluster.Capable, req callRequest) (
 	return resp.Out, nil
 }
 
-// callPool keeps idle routed-call connections per node address. A
+// Routed calls keep their connections in a connPool (forward.go). A
 // connection idle for longer than callReuse is not reused: the runner
 // closes connections idle for its callIdle deadline, and one it is closing
 // must not take a call.
-type callPool struct {
-	mu   sync.Mutex
-	idle map[string][]pooledConn
-}
-
-type pooledConn struct {
-	c     net.Conn
-	since time.Time
-}
-
 const (
 	callIdleMax = 16               // idle connections kept per node
 	callReuse   = 30 * time.Second // well under the runner's callIdle
 )
-
-func (p *callPool) get(addr string) net.Conn {
-	for {
-		p.mu.Lock()
-		cs := p.idle[addr]
-		if len(cs) == 0 {
-			p.mu.Unlock()
-			return nil
-		}
-		pc := cs[len(cs)-1]
-		p.idle[addr] = cs[:len(cs)-1]
-		p.mu.Unlock()
-		if time.Since(pc.since) < callReuse && alive(pc.c) {
-			return pc.c
-		}
-		pc.c.Close()
-	}
-}
-
-func (p *callPool) put(addr string, c net.Conn) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.idle == nil {
-		p.idle = map[string][]pooledConn{}
-	}
-	if len(p.idle[addr]) >= callIdleMax {
-		c.Close()
-		return
-	}
-	p.idle[addr] = append(p.idle[addr], pooledConn{c, time.Now()})
-}
-
-func (p *callPool) closeAll() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, cs := range p.idle {
-		for _, pc := range cs {
-			pc.c.Close()
-		}
-	}
-	p.idle = nil
-}
 
 // serveCall runs the routed calls another node sends on one connection,
 // one at a time, until it closes the connection or leaves it idle for
