@@ -132,6 +132,10 @@ type state struct {
 	LastAgent   uint64 `json:"lastAgent"`
 	// Applied is the index of the last entry applied, as of a snapshot.
 	Applied uint64 `json:"applied"`
+	// Requests are the ids of the last requests applied, with their
+	// results (dedupe.go). A snapshot made before requests existed has
+	// none.
+	Requests requestLog `json:"requests"`
 
 	// refs counts the tools that refer to each blob; derived, not stored.
 	refs map[string]int
@@ -160,6 +164,7 @@ func (s *state) clone() *state {
 		Sessions:    make(map[string]*Session, len(s.Sessions)),
 		LastSession: s.LastSession,
 		LastAgent:   s.LastAgent,
+		Requests:    s.Requests.clone(),
 		Tokens:      make(map[string]*Token, len(s.Tokens)),
 		refs:        make(map[string]int, len(s.refs)),
 		byHash:      make(map[string]*Token, len(s.byHash)),
@@ -212,6 +217,7 @@ func (s *state) fill() {
 	for _, t := range s.Tokens {
 		s.byHash[t.Hash] = t
 	}
+	s.Requests.fill()
 	s.refs = map[string]int{}
 	for _, t := range s.Tools {
 		if t.ExecHash != "" {
