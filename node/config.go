@@ -102,11 +102,18 @@ type Config struct {
 
 	// CommitTimeout is Raft's: how long a leader with nothing to send
 	// waits before it sends followers the commit index anyway; default
-	// DefaultCommitTimeout. NoNudge turns off the Barrier the leader
-	// appends after a forwarded write so that followers learn of its
-	// commit at once (retry.go). Both exist to measure the difference.
+	// DefaultCommitTimeout. After a forwarded write commits, the leader
+	// tells the node that forwarded it at once with a commit notice
+	// (notice.go); NudgeBarrier makes it append a Barrier instead (the
+	// former way, retry.go), and NoNudge does neither. All three exist to
+	// measure the difference.
 	CommitTimeout time.Duration
 	NoNudge       bool
+	NudgeBarrier  bool
+
+	// noRequestIDs proposes commands without a request id, as before ids
+	// existed: for the control of the test that shows what they prevent.
+	noRequestIDs bool
 }
 
 // DefaultCommitTimeout is hashicorp/raft's own default.

@@ -36,6 +36,12 @@ const maxFwdResponse = 1 << 20
 type fwdRequest struct {
 	Cmd  []byte `json:"cmd"`
 	Read bool   `json:"read,omitempty"` // a ReadIndex: no Cmd (readindex.go)
+	// From and Addr are the sender's Raft server ID and address, and
+	// Applied the index its FSM has applied: the leader sends it a commit
+	// notice there (notice.go). Empty: no notice.
+	From    string `json:"from,omitempty"`
+	Addr    string `json:"addr,omitempty"`
+	Applied uint64 `json:"applied,omitempty"`
 }
 
 type fwdResponse struct {
@@ -176,7 +182,7 @@ func (n *Node) serveForward(c net.Conn) {
 			return
 		}
 		if req.Read {
-			if err := writeMsg(c, n.serveReadIndex()); err != nil {
+			if err := writeMsg(c, n.serveReadIndex(req)); err != nil {
 				return
 			}
 			continue
@@ -192,9 +198,9 @@ func (n *Node) serveForward(c net.Conn) {
 			resp.Err, resp.Kind = err.Error(), errKind(err)
 		} else {
 			resp.Index, resp.Name = index, r.Name
-			if !appliedLater(raftfsm.CommandType(req.Cmd[0])) {
-				n.nudgeFollowers() // the forwarding node waits to apply it
-			}
+			// The forwarding node waits to apply it before it answers,
+			// or its next read of agent state does (appliedLater).
+			n.tellCommitted(raft.ServerID(req.From), raft.ServerAddress(req.Addr), index)
 		}
 		if err := writeMsg(c, resp); err != nil {
 			return
@@ -273,6 +279,13 @@ func (p *connPool) closeAll() {
 	p.idle = nil
 }
 
+// fwdRequest fills in who sends req, for the leader's commit notice.
+func (n *Node) fwdRequest(req fwdRequest) fwdRequest {
+	req.From, req.Addr = n.cfg.Name, string(n.transport.LocalAddr())
+	req.Applied = n.fsm.LastIndex()
+	return req
+}
+
 // errUnsent marks a forwarding failure before the command left this node:
 // retrying it cannot apply it twice.
 var errUnsent = errors.New("not sent")
@@ -288,7 +301,7 @@ func (n *Node) forward(addr string, cmd []byte, timeout time.Duration) (fwdRespo
 		}
 	}
 	c.SetDeadline(time.Now().Add(timeout))
-	if err := writeMsg(c, fwdRequest{Cmd: cmd}); err != nil {
+	if err := writeMsg(c, n.fwdRequest(fwdRequest{Cmd: cmd})); err != nil {
 		c.Close()
 		// A pooled connection the leader closed fails here, before the
 		// command was read: safe to retry on a fresh one.

@@ -218,6 +218,11 @@ type inmemCluster struct {
 	order   []string                // names, in the order added
 	cut     map[[2]string]bool      // partitioned pairs, both ways
 	pipes   []inmemPipe             // forwarding connections made by dial
+
+	tweak func(*Config) // changes every node's configuration; nil: none
+	// wrap, when set, wraps the dialling end of each cluster-port
+	// connection that dial makes.
+	wrap func(from, to string, c net.Conn) net.Conn
 }
 
 type inmemMember struct {
@@ -240,11 +245,18 @@ type inmemPipe struct {
 // default).
 func newInmemCluster(t *testing.T, voters int, names ...string) *inmemCluster {
 	t.Helper()
+	return newInmemClusterWith(t, voters, nil, names...)
+}
+
+// newInmemClusterWith is newInmemCluster with tweak applied to every
+// node's configuration.
+func newInmemClusterWith(t *testing.T, voters int, tweak func(*Config), names ...string) *inmemCluster {
+	t.Helper()
 	c := &inmemCluster{
 		t: t, root: t.TempDir(), voters: voters, gossip: &gossipNet{},
 		log:     &inmemLog{w: testWriter{t}},
 		members: map[string]*inmemMember{}, byAddr: map[string]*inmemMember{},
-		cut: map[[2]string]bool{},
+		cut: map[[2]string]bool{}, tweak: tweak,
 	}
 	_, c.void = raft.NewInmemTransport("")
 	t.Cleanup(c.closeAll)
@@ -264,6 +276,9 @@ func (c *inmemCluster) add(name string) *Node {
 		Name: name, DataDir: filepath.Join(c.root, name), Voters: c.voters,
 		RaftTransport: tr, GossipTransport: m.gossTr, Dial: c.dialer(name),
 		LogOutput: c.log,
+	}
+	if c.tweak != nil {
+		c.tweak(&m.cfg)
 	}
 	c.mu.Lock()
 	for _, o := range c.order {
@@ -450,6 +465,9 @@ func (c *inmemCluster) dialer(from string) func(string, time.Duration) (net.Conn
 		a, b := net.Pipe()
 		c.pipes = append(c.pipes, inmemPipe{from: from, to: to.name, a: a, b: b})
 		go to.node.ServeClusterConn(b)
+		if c.wrap != nil {
+			return c.wrap(from, to.name, a), nil
+		}
 		return a, nil
 	}
 }

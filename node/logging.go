@@ -6,8 +6,10 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -55,6 +57,10 @@ func (n *Node) raftLogger() hclog.Logger {
 				return slog.LevelInfo
 			case raftStartNoise(msg, args):
 				return slog.LevelInfo
+			case msg == "failed to get previous log" && argUint(args, "previous-index") <= n.ri.expect.Load():
+				// A commit notice that came before its entry (notice.go):
+				// refused, and sent again.
+				return slog.LevelDebug
 			}
 			return level
 		},
@@ -86,6 +92,16 @@ func argValue(args []any, key string) any {
 		}
 	}
 	return nil
+}
+
+// argUint is an unsigned value of hclog's key, value list, or the
+// largest uint64 when there is none.
+func argUint(args []any, key string) uint64 {
+	v, err := strconv.ParseUint(fmt.Sprint(argValue(args, key)), 10, 64)
+	if err != nil {
+		return math.MaxUint64
+	}
+	return v
 }
 
 // peerHungUp reports whether an hclog "error" value is a connection the

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,13 +51,14 @@ type Node struct {
 	walMeta   *metadb.BoltMetaDB
 	snaps     *raft.FileSnapshotStore
 	transport raft.Transport
-	mux       *mux        // nil when Config.RaftTransport is given
-	tls       *clusterTLS // nil: plain TCP
-	lim       portLimits  // the cluster port's deadlines
-	fwd       connPool    // forwarded writes, per leader address
-	callConns connPool    // routed calls, per node address
-	nudge     nudger      // retry.go
-	ri        readIndex   // readindex.go
+	mux       *mux          // nil when Config.RaftTransport is given
+	tls       *clusterTLS   // nil: plain TCP
+	lim       portLimits    // the cluster port's deadlines
+	fwd       connPool      // forwarded writes, per leader address
+	callConns connPool      // routed calls, per node address
+	nudge     nudger        // retry.go
+	notices   commitNotices // notice.go
+	ri        readIndex     // readindex.go
 	route     router
 
 	unreachMu sync.Mutex
@@ -590,22 +592,31 @@ func (n *Node) Name() string { return n.cfg.Name }
 // it is forwarded to the leader, and this node waits until it has applied
 // the write too, so the writer reads it back from the node it wrote
 // through. A write that was certainly not applied is retried, the leader
-// re-resolved each time, until applyTimeout; so is an idempotent one whose
-// answer was lost (retry.go). With no leader by then it fails with
+// re-resolved each time, until applyTimeout; so is one whose answer was
+// lost, since it applies once however often it is proposed: load and
+// unload by nature, every other command as a request with an id of its own
+// (retry.go, raftfsm/dedupe.go). With no leader by then it fails with
 // ErrNoLeader. No lock is held across raft.Apply.
 func (n *Node) apply(t raftfsm.CommandType, body any) (raftfsm.Result, error) {
 	data, err := raftfsm.Encode(t, body)
 	if err != nil {
 		return raftfsm.Result{}, err
 	}
+	once := idempotent(t)
+	if !once && !n.cfg.noRequestIDs {
+		if data, err = raftfsm.Request(rand.Text(), data); err != nil {
+			return raftfsm.Result{}, err
+		}
+		once = true
+	}
 	deadline := time.Now().Add(applyTimeout)
 	ambiguous := false // an earlier attempt may have been applied
 	for {
-		r, err := n.applyOnce(t, data, time.Until(deadline))
+		r, err := n.applyOnce(t, data, once, time.Until(deadline))
 		if err != nil && ambiguous && retrySucceeded(t, err) {
 			return raftfsm.Result{}, nil
 		}
-		if err == nil || !retryable(t, err) {
+		if err == nil || !retryable(once, err) {
 			return r, err
 		}
 		ambiguous = ambiguous || errors.Is(err, errAmbiguous)
@@ -624,14 +635,15 @@ func (n *Node) apply(t raftfsm.CommandType, body any) (raftfsm.Result, error) {
 }
 
 // retryable: the write was certainly not applied, and may succeed later;
-// or it may have been applied and applying it again changes nothing.
-func retryable(t raftfsm.CommandType, err error) bool {
+// or it may have been applied and proposing it again cannot apply it a
+// second time (once).
+func retryable(once bool, err error) bool {
 	return errors.Is(err, errUnsent) || errors.Is(err, raft.ErrNotLeader) ||
 		errors.Is(err, ErrNoLeader) || errors.Is(err, raft.ErrLeadershipTransferInProgress) ||
-		(idempotent(t) && errors.Is(err, errAmbiguous))
+		(once && errors.Is(err, errAmbiguous))
 }
 
-func (n *Node) applyOnce(t raftfsm.CommandType, data []byte, timeout time.Duration) (raftfsm.Result, error) {
+func (n *Node) applyOnce(t raftfsm.CommandType, data []byte, once bool, timeout time.Duration) (raftfsm.Result, error) {
 	if n.raft.State() == raft.Leader {
 		r, _, err := n.applyHere(data, timeout, "this node")
 		return r, err
@@ -641,8 +653,9 @@ func (n *Node) applyOnce(t raftfsm.CommandType, data []byte, timeout time.Durati
 		return raftfsm.Result{}, ErrNoLeader
 	}
 	wait := timeout
-	if idempotent(t) {
-		// Give up on a silent leader early: the retry is safe.
+	if once && len(data) < 1<<20 {
+		// Give up on a silent leader early: the retry is safe. (A large
+		// command may take its time to travel.)
 		wait = min(timeout, fwdAnswerTimeout)
 	}
 	resp, err := n.forward(string(addr), data, wait)
@@ -652,6 +665,7 @@ func (n *Node) applyOnce(t raftfsm.CommandType, data []byte, timeout time.Durati
 	if resp.Err != "" {
 		return raftfsm.Result{}, &remoteError{msg: resp.Err, kind: errKinds[resp.Kind]}
 	}
+	n.ri.expectNotice(resp.Index)
 	if appliedLater(t) {
 		n.ri.ack(resp.Index)
 		return raftfsm.Result{Name: resp.Name}, nil

@@ -38,6 +38,21 @@ type readIndex struct {
 	index uint64
 
 	acked atomic.Uint64
+	// expect is the highest index the leader may send this node a commit
+	// notice for: that of its last forwarded write or ReadIndex. A notice
+	// that comes before the entry is refused, and Raft warns of it; that
+	// is expected below this index (logging.go).
+	expect atomic.Uint64
+}
+
+// expectNotice records that the leader may tell this node of index.
+func (r *readIndex) expectNotice(index uint64) {
+	for {
+		old := r.expect.Load()
+		if index <= old || r.expect.CompareAndSwap(old, index) {
+			return
+		}
+	}
 }
 
 // ack records that a write at index was acknowledged through this node.
@@ -116,7 +131,7 @@ func (n *Node) leaderCommitIndex(began time.Time) (uint64, error) {
 		return 0, ErrNoLeader
 	}
 	start := time.Now()
-	resp, err := n.ask(string(addr), fwdRequest{Read: true}, fwdDialTimeout)
+	resp, err := n.ask(string(addr), n.fwdRequest(fwdRequest{Read: true}), fwdDialTimeout)
 	if err != nil {
 		return 0, err
 	}
@@ -124,6 +139,7 @@ func (n *Node) leaderCommitIndex(began time.Time) (uint64, error) {
 		return 0, errors.New(resp.Err)
 	}
 	n.ri.at, n.ri.index = start, resp.Index
+	n.ri.expectNotice(resp.Index)
 	return resp.Index, nil
 }
 
@@ -133,15 +149,21 @@ func (n *Node) leaderCommitIndex(began time.Time) (uint64, error) {
 // Raft's commit index: that counts entries no FSM sees (Barriers, no-ops,
 // configurations), so a follower's FSM may never reach it; and a leader
 // acknowledges a write only once its FSM has applied it, so every write
-// acknowledged before the read is at or below this index.
-func (n *Node) serveReadIndex() fwdResponse {
+// acknowledged before the read is at or below this index. A follower that
+// has not applied that far is sent a commit notice for it (notice.go), so
+// its read need not wait for the leader's next AppendEntries.
+func (n *Node) serveReadIndex(req fwdRequest) fwdResponse {
 	if n.raft.State() != raft.Leader {
 		return fwdResponse{Err: "this node is no longer the leader", Kind: "notleader"}
 	}
 	if err := n.raft.VerifyLeader().Error(); err != nil {
 		return fwdResponse{Err: "this node could not confirm it leads: " + err.Error(), Kind: "notleader"}
 	}
-	return fwdResponse{Index: n.fsm.LastIndex()}
+	index := n.fsm.LastIndex()
+	if req.Applied < index && req.From != "" {
+		n.tellCommitted(raft.ServerID(req.From), raft.ServerAddress(req.Addr), index)
+	}
+	return fwdResponse{Index: index}
 }
 
 // ask sends one request to the leader at addr on a pooled forwarding

@@ -13,10 +13,13 @@ import (
 //
 // A forwarded write fails in one of two ways. Either it certainly was not
 // applied (errUnsent: the dial failed, the leader refused it as no longer
-// the leader, the connection was closed before the command left) and it is
-// retried until the write timeout, the leader re-resolved each time; or the
-// answer was lost after the command left (errAmbiguous), and only a command
-// whose second application changes nothing is retried: load and unload.
+// the leader, the connection was closed before the command left), or the
+// answer was lost after the command left (errAmbiguous). Both are retried
+// until the write timeout, the leader re-resolved each time: a command
+// applies once however often it is proposed, load and unload because
+// applying them twice changes nothing, every other command because it is
+// proposed as a request with an id, which the FSM applies once and answers
+// alike ever after (raftfsm/dedupe.go).
 
 const (
 	// fwdDialTimeout bounds one dial of the leader. The cluster port is on
@@ -37,7 +40,8 @@ var errAmbiguous = errors.New("the write may or may not have been applied")
 
 // idempotent reports whether applying the command twice changes nothing
 // beyond applying it once (DESIGN §2: loading a loaded tool changes
-// nothing). Those are retried after an ambiguous failure.
+// nothing). Those are proposed without a request id: their retries need
+// none, and they are most of the writes.
 func idempotent(t raftfsm.CommandType) bool {
 	return t == raftfsm.CmdLoad || t == raftfsm.CmdUnload
 }
@@ -50,15 +54,15 @@ func retrySucceeded(t raftfsm.CommandType, err error) bool {
 	return t == raftfsm.CmdUnload && errors.Is(err, raftfsm.ErrNotLoaded)
 }
 
-// nudger makes the leader tell followers at once that a forwarded write is
-// committed (not for load and unload: see appliedLater). hashicorp/raft sends a follower the commit index only with
-// AppendEntries: at once when there are new entries, otherwise after
-// CommitTimeout (50 ms to 100 ms at the library's default). A follower
-// that forwarded a write waits to have applied it before answering its
-// writer (read-your-writes), so after a forwarded write commits the leader
-// appends a Barrier: its AppendEntries carries the new commit index to
-// every follower within a round trip. Nudges coalesce: while one Barrier is
-// being enqueued, further requests make at most one more.
+// nudger makes the leader tell every follower at once that the entries
+// it has are committed, by appending a Barrier: its AppendEntries carries
+// the new commit index within a round trip, where hashicorp/raft would
+// otherwise wait for the next write or CommitTimeout (50 ms to 100 ms at
+// the library's default). It costs a log write (an fsync) on the leader
+// and on each follower, so it is the fallback of the commit notice
+// (notice.go), used when a notice cannot be delivered, and the way of
+// -raft-nudge-barrier. Nudges coalesce: while one Barrier is being
+// enqueued, further requests make at most one more.
 type nudger struct {
 	want    atomic.Bool
 	running atomic.Bool

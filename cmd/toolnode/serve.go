@@ -62,6 +62,7 @@ func serve(args []string) (err error) {
 	fs.DurationVar(&cfg.ReconnectTimeout, "reconnect-timeout", 24*time.Hour, "how long a failed gossip member is tried again before it is forgotten (0: never tried again)")
 	fs.DurationVar(&cfg.CommitTimeout, "raft-commit-timeout", node.DefaultCommitTimeout, "how long an idle Raft leader waits before sending followers the commit index (tuning)")
 	fs.BoolVar(&cfg.NoNudge, "raft-no-nudge", false, "do not tell followers at once that a forwarded write committed (measurement only)")
+	fs.BoolVar(&cfg.NudgeBarrier, "raft-nudge-barrier", false, "tell followers that a forwarded write committed by appending a Barrier, not with a commit notice (measurement only)")
 	fs.BoolVar(&useExamp, "examples", false, "serve the built-in example tools and profiles (unless -tools/-agents are given)")
 	logLevel := fs.String("log-level", "info", "least level logged: debug, info, warn or error")
 	logFormat := fs.String("log-format", logx.Text, "log format on stderr: text (key=value) or json")

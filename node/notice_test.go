@@ -1,0 +1,199 @@
+package node
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// waitAdminTokens waits until every node's first-start token write has
+// landed, so that the log holds still for what a test watches.
+func waitAdminTokens(t *testing.T, c *inmemCluster) {
+	t.Helper()
+	for _, name := range c.up() {
+		n := c.node(name)
+		waitFor(t, name+"'s admin token", 10*time.Second, func() bool {
+			_, err := os.Stat(n.adminTokenPath())
+			return err == nil
+		})
+	}
+}
+
+// With a CommitTimeout of an hour, a follower learns that an entry is
+// committed only from the entry after it. The control: a write on the
+// leader reaches the follower's log, and the follower does not apply it.
+// A write forwarded through the follower still returns, applied there
+// (read-your-writes): the leader sent it a commit notice, which also
+// brings the control's write. Another follower's agent read is current at
+// once: the ReadIndex gets it a notice too.
+func Test_InMem_CommitNotice(t *testing.T) {
+	t.Parallel()
+	c := newInmemClusterWith(t, 0, func(cfg *Config) { cfg.CommitTimeout = time.Hour }, "n1", "n2", "n3")
+	all := c.up()
+	l := c.waitLeader(all...)
+	fs := others(all, l.Name())
+	f, g := c.node(fs[0]), c.node(fs[1])
+	waitAdminTokens(t, c)
+
+	newSession(t, l, "control")
+	idx := l.fsm.LastIndex()
+	waitFor(t, f.Name()+" to store the entry", 5*time.Second, func() bool { return f.raft.LastIndex() >= idx })
+	if f.fsm.LastIndex() >= idx {
+		t.Fatalf("control: %s applied index %d with no commit notice and no CommitTimeout", f.Name(), idx)
+	}
+
+	newSession(t, f, "through-f") // fails unless f applied it
+	if !hasSessions(f, "control") {
+		t.Fatalf("%s applied its own write but not the control's before it", f.Name())
+	}
+
+	if _, err := l.NewAgent("through-f", "name=A"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := g.Agents("through-f")
+	if err != nil || !slices.Equal(got, []string{"A"}) {
+		t.Fatalf("%s: agents %v, %v; want [A] (a ReadIndex that brings a commit notice)", g.Name(), got, err)
+	}
+}
+
+// The notice is safe because the follower checks it like any
+// AppendEntries: one whose entry's term does not match the follower's log
+// is refused and applies nothing (the protection); the control, the same
+// notice with the right term, is taken.
+func Test_InMem_CommitNoticeChecked(t *testing.T) {
+	t.Parallel()
+	c := newInmemClusterWith(t, 0, func(cfg *Config) { cfg.CommitTimeout = time.Hour }, "n1", "n2", "n3")
+	all := c.up()
+	l := c.waitLeader(all...)
+	f := c.node(others(all, l.Name())[0])
+	waitAdminTokens(t, c)
+
+	newSession(t, l, "s")
+	idx := l.fsm.LastIndex()
+	waitFor(t, f.Name()+" to store the entry", 5*time.Second, func() bool { return f.raft.LastIndex() >= idx })
+	var entry raft.Log
+	if err := l.wal.GetLog(idx, &entry); err != nil {
+		t.Fatal(err)
+	}
+	term := l.raft.CurrentTerm()
+	id, addr := raft.ServerID(f.Name()), f.transport.LocalAddr()
+
+	resp, err := l.sendCommitNotice(id, addr, idx, entry.Term-1, term)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Success || f.fsm.LastIndex() >= idx {
+		t.Fatalf("a notice of the wrong term was taken (success %v; applied %d of %d)", resp.Success, f.fsm.LastIndex(), idx)
+	}
+	if resp, err = l.sendCommitNotice(id, addr, idx+1, term, term); err != nil || resp.Success {
+		t.Fatalf("a notice of an entry the follower does not have: %+v, %v; want refused", resp, err)
+	}
+
+	resp, err = l.sendCommitNotice(id, addr, idx, entry.Term, term)
+	if err != nil || !resp.Success {
+		t.Fatalf("control: the right notice: %+v, %v", resp, err)
+	}
+	waitFor(t, f.Name()+" to apply the noticed entry", 5*time.Second, func() bool { return f.fsm.LastIndex() >= idx })
+	if l.raft.State() != raft.Leader || l.raft.CurrentTerm() != term {
+		t.Fatalf("the notices disturbed the leader: state %v, term %d (was %d)", l.raft.State(), l.raft.CurrentTerm(), term)
+	}
+}
+
+// cutAnswer cuts the connection it wraps at the first answer to a
+// forwarded command once armed, after the leader has applied the
+// command: the command's answer is lost, as when the leader crashes or
+// the network fails between commit and answer.
+type cutAnswer struct {
+	net.Conn
+	armed   *atomic.Bool
+	applied func() bool // the leader has applied the command
+	sawCmd  bool        // the last message written carries a command
+	t       *testing.T
+}
+
+func (c *cutAnswer) Write(p []byte) (int, error) {
+	if len(p) > 1 {
+		c.sawCmd = bytes.Contains(p, []byte(`"cmd":"`))
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *cutAnswer) Read(p []byte) (int, error) {
+	if c.sawCmd && c.armed.CompareAndSwap(true, false) {
+		deadline := time.Now().Add(10 * time.Second)
+		for !c.applied() && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		c.Conn.Close()
+		return 0, io.ErrUnexpectedEOF
+	}
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.sawCmd = false
+	}
+	return n, err
+}
+
+// A create forwarded through a follower whose answer is lost after the
+// leader applied it is retried, and makes one session, whose name it
+// answers. The control, with commands proposed without request ids: the
+// create fails as one that may or may not have been applied, and it was.
+func Test_InMem_RetriedCreateAppliesOnce(t *testing.T) {
+	t.Parallel()
+	for _, ids := range []bool{true, false} {
+		name := "with request ids"
+		if !ids {
+			name = "control: without request ids"
+		}
+		t.Run(name, func(t *testing.T) {
+			c := newInmemClusterWith(t, 0, func(cfg *Config) { cfg.noRequestIDs = !ids }, "n1", "n2", "n3")
+			all := c.up()
+			l := c.waitLeader(all...)
+			f := c.node(others(all, l.Name())[0])
+			waitAdminTokens(t, c)
+			before := len(l.fsm.SessionNames())
+			var armed atomic.Bool
+			c.mu.Lock()
+			c.wrap = func(from, to string, conn net.Conn) net.Conn {
+				if from != f.Name() {
+					return conn
+				}
+				return &cutAnswer{Conn: conn, armed: &armed, t: t, applied: func() bool {
+					return len(l.fsm.SessionNames()) > before
+				}}
+			}
+			c.mu.Unlock()
+			f.fwd.closeAll() // the next write dials, through the wrapper
+			armed.Store(true)
+
+			got, err := f.NewSession("")
+			if armed.Load() {
+				t.Fatal("the answer was never cut: the test did not test")
+			}
+			after := l.fsm.SessionNames()
+			if !ids {
+				if !errors.Is(err, errAmbiguous) || len(after) != before+1 {
+					t.Fatalf("control: %q, %v, sessions %v; want an ambiguous failure and one new session", got, err, after)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("a create whose answer was lost: %v", err)
+			}
+			if len(after) != before+1 || !slices.Contains(after, got) {
+				t.Fatalf("a retried create answered %q; sessions %v (were %d): want one new, the one answered", got, after, before)
+			}
+			if !hasSessions(f, got) {
+				t.Fatalf("%s does not read back its session %s", f.Name(), got)
+			}
+		})
+	}
+}
