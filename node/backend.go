@@ -307,6 +307,30 @@ func (n *Node) Agents(session string) ([]string, error) {
 	return s.AgentNames(), nil
 }
 
+// The node's walks find names at once (p9.Walker).
+var _ p9.Walker = (*Node)(nil)
+
+// WalkSession finds a session for a walk: at once when this node has it,
+// else once the node is current with the leader (a session just created
+// through another node is found, never "not found"). What the walk
+// reaches checks again when it is read.
+func (n *Node) WalkSession(session string) error {
+	if _, ok := n.fsm.Session(session); ok {
+		return nil
+	}
+	_, err := n.Agents(session)
+	return err
+}
+
+// WalkAgent finds an agent for a walk, as WalkSession does a session.
+func (n *Node) WalkAgent(session, agent string) error {
+	if _, err := n.fsm.Agent(session, agent); err == nil {
+		return nil
+	}
+	_, err := n.agent(session, agent)
+	return err
+}
+
 // NewAgent creates an agent from "name=A [profile=P]".
 func (n *Node) NewAgent(session, spec string) (string, error) {
 	kv, err := parseSpec(spec, "name=A [profile=P]", "name", "profile")

@@ -198,9 +198,12 @@ func (n *Node) serveForward(c net.Conn) {
 			resp.Err, resp.Kind = err.Error(), errKind(err)
 		} else {
 			resp.Index, resp.Name = index, r.Name
-			// The forwarding node waits to apply it before it answers,
-			// or its next read of agent state does (appliedLater).
-			n.tellCommitted(raft.ServerID(req.From), raft.ServerAddress(req.Addr), index)
+			// The forwarding node waits to apply it before it answers.
+			// (For load and unload its next read of agent state waits,
+			// and that read's ReadIndex brings the notice.)
+			if !appliedLater(raftfsm.TypeOf(req.Cmd)) {
+				n.tellCommitted(raft.ServerID(req.From), raft.ServerAddress(req.Addr), index)
+			}
 		}
 		if err := writeMsg(c, resp); err != nil {
 			return

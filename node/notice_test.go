@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/toolnode/toolnode/p9"
 )
 
 // waitAdminTokens waits until every node's first-start token write has
@@ -61,6 +63,29 @@ func Test_InMem_CommitNotice(t *testing.T) {
 	got, err := g.Agents("through-f")
 	if err != nil || !slices.Equal(got, []string{"A"}) {
 		t.Fatalf("%s: agents %v, %v; want [A] (a ReadIndex that brings a commit notice)", g.Name(), got, err)
+	}
+
+	// A walk finds a name this node has at once, and one it has not yet
+	// applied once it is current: never "not found" for a session or
+	// agent the leader acknowledged (the control: f's own state lacks it).
+	newSession(t, l, "walked")
+	if _, err := l.NewAgent("walked", "name=W"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.fsm.Agent("walked", "W"); err == nil {
+		t.Fatalf("control: %s applied the agent with no commit notice", f.Name())
+	}
+	if err := f.WalkAgent("walked", "W"); err != nil {
+		t.Fatalf("%s: walk to an agent the leader acknowledged: %v", f.Name(), err)
+	}
+	if err := f.WalkSession("walked"); err != nil {
+		t.Fatalf("%s: walk to a session the leader acknowledged: %v", f.Name(), err)
+	}
+	if err := f.WalkSession("none"); !errors.Is(err, p9.ErrNotFound) {
+		t.Fatalf("%s: walk to a session nobody made: %v, want not found", f.Name(), err)
+	}
+	if err := f.WalkAgent("walked", "none"); !errors.Is(err, p9.ErrNotFound) {
+		t.Fatalf("%s: walk to an agent nobody made: %v, want not found", f.Name(), err)
 	}
 }
 

@@ -28,6 +28,19 @@ type Event struct {
 	Name  string
 }
 
+// Walker may be implemented by a Backend whose Agents is costly (a
+// follower's read of agent state first checks that it is current with the
+// leader): walks to session/S and session/S/agent/A ask it instead whether
+// the name exists. A name the node has is found at once, since what the
+// walk reaches reads current state when it is read; a name it has not is
+// looked for again once the node is current, so a name just created
+// elsewhere is never "not found". Both return nil, or an error wrapping
+// ErrNotFound, or another (the node cannot answer now).
+type Walker interface {
+	WalkSession(session string) error
+	WalkAgent(session, agent string) error
+}
+
 // Backend is what the tree serves. The node implements it; p9 imports
 // neither raftfsm nor cluster. Every method is safe for concurrent use and
 // returns errors whose text is a sentence a person can act on; the tree

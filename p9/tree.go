@@ -257,6 +257,17 @@ func walk1(s *Server, n *node, name string) (*node, error) {
 		case "idx":
 			return sessIdxNode, nil
 		}
+		if w, ok := b.(Walker); ok {
+			if err := w.WalkSession(name); err != nil {
+				if !errors.Is(err, ErrNotFound) {
+					return nil, err // the node cannot answer now, e.g. catching up
+				}
+				return nil, walkErr("session %q does not exist: %v", name, sessionErr(name, err))
+			}
+			c := newNode(sessionDirNode, kSession, name)
+			c.sess = name
+			return c, nil
+		}
 		c, _, err := lookupSession(b, name)
 		if err != nil {
 			return nil, walkErr("session %q does not exist: %v", name, err)
@@ -272,6 +283,17 @@ func walk1(s *Server, n *node, name string) (*node, error) {
 	case kAgentDir:
 		if name == "new" {
 			return newNode(n, kAgentNew, name), nil
+		}
+		if w, ok := b.(Walker); ok {
+			if err := w.WalkAgent(n.sess, name); err != nil {
+				if !errors.Is(err, ErrNotFound) {
+					return nil, err
+				}
+				return nil, walkErr("%v", err)
+			}
+			c := newNode(n, kAgent, name)
+			c.agent = name
+			return c, nil
 		}
 		agents, err := b.Agents(n.sess)
 		if err != nil && !errors.Is(err, ErrNotFound) {
