@@ -4,9 +4,16 @@
 // (registry) and the 9P tree (p9), and owns their start and stop order.
 //
 // The node implements p9.Backend: every write becomes a Raft command
-// (forwarded to the leader from a follower, forward.go), every read is
-// served from this node's FSM and its own view of which tools this host
-// can run (catalog.go). It publishes the tools and agent profiles of its
+// (forwarded to the leader from a follower, forward.go; retried while
+// certainly not applied, or, since every command but load and unload is
+// proposed as a request with an id that the FSM applies once, when its
+// answer was lost, retry.go), every read is served from this node's FSM
+// and its own view of which tools this host can run (catalog.go). A
+// follower's read of agent state first checks the leader's index
+// (readindex.go); the leader tells the follower that forwarded a write,
+// or asked for its index, that the entry is committed with a commit
+// notice, an AppendEntries of its own without entries (notice.go), so the
+// follower applies it without waiting for the leader's next entry. It publishes the tools and agent profiles of its
 // own directories (publish.go) and of writes into t/ and a/
 // (publish9p.go); on the leader it keeps Raft's membership in step with
 // gossip (leader.go); it runs a call here when this host can, else on a

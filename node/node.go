@@ -593,33 +593,28 @@ func (n *Node) Name() string { return n.cfg.Name }
 // the write too, so the writer reads it back from the node it wrote
 // through. A write that was certainly not applied is retried, the leader
 // re-resolved each time, until applyTimeout; so is one whose answer was
-// lost, since it applies once however often it is proposed: load and
-// unload by nature, every other command as a request with an id of its own
-// (retry.go, raftfsm/dedupe.go). With no leader by then it fails with
+// lost, since every command is proposed as a request with an id of its
+// own, which applies once however often it is proposed (retry.go,
+// raftfsm/dedupe.go). With no leader by then it fails with
 // ErrNoLeader. No lock is held across raft.Apply.
 func (n *Node) apply(t raftfsm.CommandType, body any) (raftfsm.Result, error) {
 	data, err := raftfsm.Encode(t, body)
 	if err != nil {
 		return raftfsm.Result{}, err
 	}
-	once := idempotent(t)
-	if !once && !n.cfg.noRequestIDs {
+	once := false
+	if !n.cfg.noRequestIDs {
 		if data, err = raftfsm.Request(rand.Text(), data); err != nil {
 			return raftfsm.Result{}, err
 		}
 		once = true
 	}
 	deadline := time.Now().Add(applyTimeout)
-	ambiguous := false // an earlier attempt may have been applied
 	for {
 		r, err := n.applyOnce(t, data, once, time.Until(deadline))
-		if err != nil && ambiguous && retrySucceeded(t, err) {
-			return raftfsm.Result{}, nil
-		}
 		if err == nil || !retryable(once, err) {
 			return r, err
 		}
-		ambiguous = ambiguous || errors.Is(err, errAmbiguous)
 		if time.Now().After(deadline) {
 			if errors.Is(err, ErrNoLeader) || errors.Is(err, errAmbiguous) {
 				return raftfsm.Result{}, err

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"sync/atomic"
 	"time"
-
-	"github.com/toolnode/toolnode/raftfsm"
 )
 
 // The write path's retry rules, and how the leader tells followers that a
@@ -15,11 +13,12 @@ import (
 // applied (errUnsent: the dial failed, the leader refused it as no longer
 // the leader, the connection was closed before the command left), or the
 // answer was lost after the command left (errAmbiguous). Both are retried
-// until the write timeout, the leader re-resolved each time: a command
-// applies once however often it is proposed, load and unload because
-// applying them twice changes nothing, every other command because it is
-// proposed as a request with an id, which the FSM applies once and answers
-// alike ever after (raftfsm/dedupe.go).
+// until the write timeout, the leader re-resolved each time: every command
+// is proposed as a request with an id, the same for each try, which the
+// FSM applies once and answers alike ever after (raftfsm/dedupe.go). So a
+// retried create answers the name the first try made, and a retried
+// unload answers what the first try did ("not loaded" included), where
+// guessing from the state after the fact could not tell.
 
 const (
 	// fwdDialTimeout bounds one dial of the leader. The cluster port is on
@@ -27,8 +26,8 @@ const (
 	// and Raft will elect another within about a second; the write is
 	// retried against whichever leader Raft names then.
 	fwdDialTimeout = time.Second
-	// fwdAnswerTimeout bounds the wait for the leader's answer to an
-	// idempotent command. A leader cut off from its majority steps down
+	// fwdAnswerTimeout bounds the wait for the leader's answer to a
+	// command under 1 MiB (a larger one may take its time to travel). A leader cut off from its majority steps down
 	// after LeaderLeaseTimeout and answers; one that cannot answer at all
 	// is given up on here and the command retried elsewhere.
 	fwdAnswerTimeout = 3 * time.Second
@@ -37,22 +36,6 @@ const (
 // errAmbiguous marks a write whose command left this node but whose answer
 // did not arrive: it may or may not have been applied.
 var errAmbiguous = errors.New("the write may or may not have been applied")
-
-// idempotent reports whether applying the command twice changes nothing
-// beyond applying it once (DESIGN §2: loading a loaded tool changes
-// nothing). Those are proposed without a request id: their retries need
-// none, and they are most of the writes.
-func idempotent(t raftfsm.CommandType) bool {
-	return t == raftfsm.CmdLoad || t == raftfsm.CmdUnload
-}
-
-// retrySucceeded: an unload retried after an ambiguous failure finds the
-// tool no longer loaded, which is the state the first attempt would have
-// left, so the retry succeeded. (A retried load already succeeds: loading
-// a loaded tool is no change.)
-func retrySucceeded(t raftfsm.CommandType, err error) bool {
-	return t == raftfsm.CmdUnload && errors.Is(err, raftfsm.ErrNotLoaded)
-}
 
 // nudger makes the leader tell every follower at once that the entries
 // it has are committed, by appending a Barrier: its AppendEntries carries

@@ -15,9 +15,9 @@ import (
 // changes nothing and returns the recorded result, so a retried create
 // answers the name the first try made. The record is state, replicated and
 // in snapshots, bounded to the last maxRequests ids in log order: a retry
-// comes within the node's write timeout (10 s), long before that many
-// other requests are applied, unless the cluster takes hundreds of them a
-// second throughout.
+// comes within the node's write timeout (10 s), and after a failover
+// within a few seconds, before that many other requests are applied
+// unless the cluster takes thousands a second throughout.
 //
 // The entry is the type byte CmdRequest, one byte giving the id's length,
 // the id, then the wrapped command as it would be logged alone (its type
@@ -30,7 +30,7 @@ import (
 const CmdRequest CommandType = 0x40
 
 // maxRequests bounds the ids the state keeps.
-const maxRequests = 8192
+const maxRequests = 16384
 
 // maxRequestID bounds an id's length.
 const maxRequestID = 64

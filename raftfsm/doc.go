@@ -26,6 +26,12 @@
 // well-formed but refused (loading a tool the cluster does not know)
 // returns an error value through the Raft future and changes nothing.
 //
+// A command may come wrapped in a request with its proposer's id
+// (dedupe.go): the first entry with an id is applied, and later ones with
+// the same id answer its recorded result and change nothing, so a write
+// whose answer was lost can be proposed again. The record of ids is part
+// of the state: bounded, kept in log order, in snapshots.
+//
 // raftfsm knows registry's rules for names but nothing of the network, 9P or
 // the host: variant resolution and execution belong to registry and node.
 package raftfsm
