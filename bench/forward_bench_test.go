@@ -10,14 +10,15 @@ import (
 )
 
 // forwardSettings are the ways a leader can let a follower know that a
-// forwarded write committed: the Barrier nudge at the library's
-// CommitTimeout (the default), the library alone, and the 5 ms
-// CommitTimeout the node used before the nudge.
+// forwarded write committed: the commit notice at the library's
+// CommitTimeout (the default), the Barrier nudge it replaced, the library
+// alone, and the 5 ms CommitTimeout the node used before the nudge.
 var forwardSettings = []struct {
 	name  string
 	flags []string
 }{
-	{"nudge,commit=50ms", nil},
+	{"notice,commit=50ms", nil},
+	{"barrier,commit=50ms", []string{"-raft-nudge-barrier"}},
 	{"no-nudge,commit=50ms", []string{"-raft-no-nudge"}},
 	{"no-nudge,commit=5ms", []string{"-raft-no-nudge", "-raft-commit-timeout", "5ms"}},
 }
@@ -52,7 +53,7 @@ func BenchmarkForwardedWrites(b *testing.B) {
 			b.Run("leader", func(b *testing.B) { runWrites(b, ws[:1]) })
 			b.Run("follower", func(b *testing.B) { runWrites(b, ws[1:2]) })
 			// Agent creation: its forwarding waits until the follower has
-			// applied it, which is what the nudge is for.
+			// applied it, which is what the notice (or nudge) is for.
 			for i, where := range []string{"leader", "follower"} {
 				seq := 0 // across the runs b.Run makes
 				b.Run("agent-new,"+where, func(b *testing.B) {
