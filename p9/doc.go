@@ -75,6 +75,11 @@
 // A request over 1 MiB is an error. A read while the JSON is incomplete is
 // an error that says so; a read before any request returns nothing.
 //
+// A walk to session/S or session/S/agent/A asks the Backend whether the
+// name exists: through Walker when it implements it (a node's follower
+// finds a name it has without asking the leader), else by listing the
+// session's agents.
+//
 // events starts each fid at Backend.LastEvent; a read returns whole
 // "INDEX KIND NAME" lines, waits up to Options.EventWait for one, and
 // returns 0 bytes when none came.
