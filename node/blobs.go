@@ -66,6 +66,20 @@ type blobs struct {
 	mu       sync.Mutex
 	inflight map[string]*fetchJob // digest → its fetch
 	unref    map[string]time.Time // digest → when first seen unreferenced
+	closed   bool                 // the node is stopping: no new fetch
+	// fetches are the fetch goroutines. Not the node's WaitGroup: Raft
+	// applies entries (which start fetches) until after that one is
+	// waited for.
+	fetches sync.WaitGroup
+}
+
+// stopBlobs lets no new fetch start and waits for those under way (they
+// end with the node's context).
+func (n *Node) stopBlobs() {
+	n.blobs.mu.Lock()
+	n.blobs.closed = true
+	n.blobs.mu.Unlock()
+	n.blobs.fetches.Wait()
 }
 
 // fetchJob is one digest being fetched; done closes when it is stored
@@ -97,7 +111,8 @@ func (n *Node) openBlobs() error {
 	if err != nil {
 		return err
 	}
-	n.blobs = blobs{store: s, serve: make(chan struct{}, blobServeMax), inflight: map[string]*fetchJob{}, unref: map[string]time.Time{}}
+	n.blobs.store, n.blobs.serve = s, make(chan struct{}, blobServeMax)
+	n.blobs.inflight, n.blobs.unref = map[string]*fetchJob{}, map[string]time.Time{}
 	old := filepath.Join(n.cfg.DataDir, "exec")
 	if _, err := os.Stat(old); err == nil {
 		filepath.WalkDir(old, func(p string, d os.DirEntry, err error) error {
@@ -146,8 +161,13 @@ func (n *Node) ensureBlob(t *raftfsm.Tool) *fetchJob {
 		return j
 	}
 	j := &fetchJob{done: make(chan struct{})}
+	if n.blobs.closed {
+		j.err = errors.New("the node is shutting down")
+		close(j.done)
+		return j
+	}
 	n.blobs.inflight[t.ExecHash] = j
-	n.wg.Add(1)
+	n.blobs.fetches.Add(1)
 	go n.fetchLoop(t.ExecHash, t.ExecSize, t.Owner, j)
 	return j
 }
@@ -164,7 +184,7 @@ func (n *Node) ensureAllBlobs(since uint64) {
 // fetchLoop fetches digest d until it is stored, no tool refers to it any
 // more, or the node stops, pausing longer after each failed round.
 func (n *Node) fetchLoop(d string, size int64, owner string, j *fetchJob) {
-	defer n.wg.Done()
+	defer n.blobs.fetches.Done()
 	defer func() {
 		n.blobs.mu.Lock()
 		delete(n.blobs.inflight, d)
@@ -378,6 +398,10 @@ func (n *Node) waitBlob(ctx context.Context, t *raftfsm.Tool) error {
 	j := n.ensureBlob(t)
 	if j == nil {
 		return nil
+	}
+	if len(n.blobSources(t.Owner)) == 0 {
+		// Nobody to wait for (a lone node whose copy was removed).
+		return fmt.Errorf("tool %q: executable %s not yet fetched from %s or another node: no live node to fetch it from", t.Name, short(t.ExecHash), t.Owner)
 	}
 	tm := time.NewTimer(blobWaitMax)
 	defer tm.Stop()

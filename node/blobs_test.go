@@ -86,9 +86,9 @@ func callTool(ctx context.Context, t *testing.T, n *Node, session, tool string) 
 // and takes one from another node.
 func Test_Blobs_FetchOverClusterPort(t *testing.T) {
 	root := t.TempDir()
-	n1, _ := startBlobMember(t, "n1", root)
+	n1, log1 := startBlobMember(t, "n1", root)
 	n2, _ := startBlobMember(t, "n2", root, n1.gossip.LocalAddr())
-	n3, _ := startBlobMember(t, "n3", root, n1.gossip.LocalAddr())
+	n3, log3 := startBlobMember(t, "n3", root, n1.gossip.LocalAddr())
 	waitFor(t, "three voters", 10*time.Second, func() bool { return len(voters(n1)) == 3 })
 	pub := n2
 	if leaderOf(n1, n2, n3) == n2 {
@@ -158,15 +158,28 @@ func Test_Blobs_FetchOverClusterPort(t *testing.T) {
 	if err != nil || got == d {
 		t.Fatalf("control: an unchecked fetch from the publisher got %s, %v; want the corrupted bytes' digest", got, err)
 	}
-	// A node joining now asks the publisher first, refuses its bytes,
+	// A node that lacks it asks the publisher first, refuses its bytes,
 	// and takes them from another node.
-	n4, log4 := startBlobMember(t, "n4", root, n1.gossip.LocalAddr())
+	x, xlog := n1, log1
+	if pub == n1 {
+		x, xlog = n3, log3
+	}
+	x.blobs.store.Remove(d)
+	from, err := x.fetchOnce(d, int64(len(exe)), pub.Name())
+	if err != nil || from == pub.Name() {
+		t.Fatalf("fetch with the publisher's copy corrupted: from %q, %v", from, err)
+	}
+	if b, _ := os.ReadFile(x.blobs.store.Path(d)); !bytes.Equal(b, exe) {
+		t.Fatalf("%s stored bytes that are not the executable", x.Name())
+	}
+	if !strings.Contains(xlog.String(), "refused executable "+d[:12]+" from "+pub.Name()) {
+		t.Errorf("%s did not say it refused the publisher's copy:\n%s", x.Name(), xlog.String())
+	}
+	// A node joining now gets it too (never the corrupted copy).
+	n4, _ := startBlobMember(t, "n4", root, n1.gossip.LocalAddr())
 	waitFor(t, "the executable on n4", 20*time.Second, func() bool { return n4.blobs.store.Has(d) })
 	if b, _ := os.ReadFile(n4.blobs.store.Path(d)); !bytes.Equal(b, exe) {
 		t.Fatal("n4 stored bytes that are not the executable")
-	}
-	if !strings.Contains(log4.String(), "refused executable "+d[:12]+" from "+pub.Name()) {
-		t.Errorf("n4 did not say it refused the publisher's copy:\n%s", log4.String())
 	}
 	out, err := callTool(ctx, t, n4, "s4", "big")
 	if err != nil || out != "fetched\n" {

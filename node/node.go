@@ -728,6 +728,7 @@ func (n *Node) Close() error {
 			}
 		}
 		n.wg.Wait()
+		n.stopBlobs()
 		n.fwd.closeAll()
 		if n.runner != nil {
 			if err := n.runner.Close(); err != nil {

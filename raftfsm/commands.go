@@ -115,10 +115,10 @@ type PutToolMeta struct {
 // size, keeping its metadata; the proposer holds the bytes. A tool with an executable and no metadata yet is not a tool
 // until its metadata arrives: it is neither listed nor loadable.
 type PutToolExec struct {
-	Owner    string `json:"owner"`
-	Origin   string `json:"origin"`
-	Time     int64  `json:"time"`
-	Name     string `json:"name"`
+	Owner  string `json:"owner"`
+	Origin string `json:"origin"`
+	Time   int64  `json:"time"`
+	Name   string `json:"name"`
 	// Exec is the executable itself, in old entries only (see ToolSpec).
 	Exec     []byte `json:"exec,omitempty"`
 	ExecHash string `json:"execHash"`
