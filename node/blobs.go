@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolnode/toolnode/blobstore"
@@ -67,6 +68,9 @@ type blobs struct {
 	inflight map[string]*fetchJob // digest → its fetch
 	unref    map[string]time.Time // digest → when first seen unreferenced
 	closed   bool                 // the node is stopping: no new fetch
+	// rescan tells the advertise loop to look at every tool again, not
+	// only those published since its last look (a snapshot was restored).
+	rescan atomic.Bool
 	// fetches are the fetch goroutines. Not the node's WaitGroup: Raft
 	// applies entries (which start fetches) until after that one is
 	// waited for.

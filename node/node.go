@@ -439,6 +439,9 @@ func (n *Node) advertise() {
 		case <-n.ctx.Done():
 			return
 		case <-n.metaKick:
+			if n.blobs.rescan.Swap(false) {
+				swept = 0
+			}
 			swept = n.fetchSince(swept)
 			n.gossip.SetCapabilities(n.catalog.caps())
 			if err := n.gossip.SetMeta(n.meta()); err != nil {
