@@ -102,9 +102,16 @@ func (a auditBackend) PublishToolMeta(name string, data []byte) error {
 	return err
 }
 
-func (a auditBackend) PublishToolExec(name string, data []byte, mode uint32) error {
+func (a auditBackend) PublishToolExec(name string, up p9.ExecUpload, size int64, mode uint32) error {
 	start := time.Now()
-	err := a.Node.PublishToolExec(name, data, mode)
+	err := a.Node.PublishToolExec(name, up, size, mode)
+	a.record(start, a.who, "publish-exec", name, err)
+	return err
+}
+
+func (a auditBackend) ChmodToolExec(name string, mode uint32) error {
+	start := time.Now()
+	err := a.Node.ChmodToolExec(name, mode)
 	a.record(start, a.who, "publish-exec", name, err)
 	return err
 }

@@ -55,13 +55,23 @@ func (n *Node) ToolMeta(name string) ([]byte, bool) {
 	return t.Meta, true
 }
 
-// ToolExecutable returns a tool's published executable.
-func (n *Node) ToolExecutable(name string) ([]byte, bool) {
+// ToolExecutable returns a tool's published executable: its size, and
+// its file in the blob store, fetched first when it is not here yet.
+func (n *Node) ToolExecutable(name string) (p9.Executable, bool) {
 	t, ok := n.fsm.Tool(name)
 	if !ok || t.ExecHash == "" {
-		return nil, false
+		return p9.Executable{}, false
 	}
-	return n.fsm.Blob(t.ExecHash)
+	size := t.ExecSize
+	if size == 0 {
+		size, _ = n.blobs.store.Stat(t.ExecHash)
+	}
+	return p9.Executable{Size: size, Open: func() (p9.ExecReader, error) {
+		if err := n.waitBlob(n.ctx, t); err != nil {
+			return nil, err
+		}
+		return n.blobs.store.Open(t.ExecHash)
+	}}, true
 }
 
 // docMeta is the metadata a tool's documentation is drawn from: the
@@ -511,7 +521,7 @@ func (n *Node) Call(ctx context.Context, session, agent, tool string, args []byt
 
 // runHere runs a tool this host can run.
 func (n *Node) runHere(ctx context.Context, session, agent string, e *entry, args []byte) ([]byte, error) {
-	exec, err := n.ownExecutable(e.tool)
+	exec, err := n.ownExecutable(ctx, e.tool)
 	if err != nil {
 		return nil, err
 	}
@@ -534,8 +544,9 @@ func (n *Node) runHere(ctx context.Context, session, agent string, e *entry, arg
 
 // ownExecutable finds the executable a tool runs: the file in this node's
 // tools directory when this node published it, else the published
-// executable materialised in the data directory, else none.
-func (n *Node) ownExecutable(t *raftfsm.Tool) (string, error) {
+// executable from the blob store (fetched first if it is not here yet),
+// else none.
+func (n *Node) ownExecutable(ctx context.Context, t *raftfsm.Tool) (string, error) {
 	if t.Owner == n.cfg.Name && t.Origin == raftfsm.OriginDir && n.cfg.ToolsDir != "" {
 		p := filepath.Join(n.cfg.ToolsDir, t.Name)
 		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
@@ -545,7 +556,7 @@ func (n *Node) ownExecutable(t *raftfsm.Tool) (string, error) {
 	if t.ExecHash == "" {
 		return "", nil
 	}
-	return n.verifiedExecutable(t)
+	return n.storedExecutable(ctx, t)
 }
 
 func (n *Node) callBuiltin(session, agent, tool string, args map[string]json.RawMessage) ([]byte, error) {

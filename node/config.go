@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/toolnode/toolnode/logx"
+	"github.com/toolnode/toolnode/raftfsm"
 	"github.com/toolnode/toolnode/registry"
 )
 
@@ -22,7 +23,7 @@ import (
 // DESIGN §5 where one exists.
 type Config struct {
 	Name      string // node name; default: hostname
-	DataDir   string // raft log, snapshots, materialised executables, scratch
+	DataDir   string // raft log, snapshots, the blob store of executables, scratch
 	ToolsDir  string // watched and published; "" = none
 	AgentsDir string // agent profiles; "" = none
 
@@ -48,6 +49,14 @@ type Config struct {
 	// 1.3 with this certificate (-9p-tls-cert, -9p-tls-key).
 	P9TLSCert string
 	P9TLSKey  string
+
+	// MaxExecSize is the largest executable this node takes through t/
+	// or its tools directory, and, when it leads, lets a command name
+	// (-max-exec-size; default raftfsm.DefaultMaxExecSize, 256 MiB).
+	MaxExecSize int64
+	// BlobGrace is how long an executable no tool refers to stays in the
+	// blob store before it is removed; default DefaultBlobGrace.
+	BlobGrace time.Duration
 
 	CallTimeout time.Duration // default 30s
 	AuditFile   string        // the audit log (-audit); "" = none
@@ -124,6 +133,8 @@ const (
 	DefaultP9Addr      = "127.0.0.1:9564"
 	DefaultGossipAddr  = "127.0.0.1:7946"
 	DefaultClusterAddr = "127.0.0.1:9565"
+	// DefaultMaxExecSize is -max-exec-size's default, 256 MiB.
+	DefaultMaxExecSize = raftfsm.DefaultMaxExecSize
 	DefaultVoters      = 5
 	DefaultCallTimeout = 30 * time.Second
 )
@@ -177,6 +188,12 @@ func (c *Config) fill() error {
 	}
 	if c.MaxCalls <= 0 {
 		c.MaxCalls = 4 * runtime.NumCPU()
+	}
+	if c.MaxExecSize <= 0 {
+		c.MaxExecSize = DefaultMaxExecSize
+	}
+	if c.BlobGrace <= 0 {
+		c.BlobGrace = DefaultBlobGrace
 	}
 	c.Workdirs = append([]string(nil), c.Workdirs...) // the caller's slice stays as it was
 	for i, w := range c.Workdirs {

@@ -17,9 +17,14 @@
 // own directories (publish.go) and of writes into t/ and a/
 // (publish9p.go); on the leader it keeps Raft's membership in step with
 // gossip (leader.go); it runs a call here when this host can, else on a
-// node that can (route.go). The cluster port carries Raft, forwarded
-// writes, routed calls and the leader's reachability check, told apart by
-// their first byte (mux.go), under mutual TLS when configured
+// node that can (route.go). Executables are not in the log: a command
+// names one by digest and size, the node that publishes it keeps the bytes
+// in its blob store (blobstore, DATA/blobs), and every other node fetches
+// them over the cluster port, from the publisher first, checked against
+// the digest; a call waits for a missing one, bounded, and blobs no tool
+// refers to are collected after a grace period (blobs.go). The cluster
+// port carries Raft, forwarded writes, routed calls, executables and the
+// leader's reachability check, told apart by their first byte (mux.go), under mutual TLS when configured
 // (tlsconfig.go) or TLS with certificates derived from the gossip key
 // (keytls.go), with deadlines, message caps and a connection cap. A node
 // refuses ports that leave loopback without their credential (ports.go).
@@ -38,5 +43,5 @@
 // handshake beside the accept loop under a deadline (p9tls.go).
 //
 // Only node sees every other package; the others stay ignorant of each
-// other (registry ← raftfsm; p9 and cluster stand alone).
+// other (registry ← raftfsm; p9, cluster and blobstore stand alone).
 package node

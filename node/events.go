@@ -95,6 +95,7 @@ func (n *Node) Changed(events []raftfsm.Event) {
 // re-resolved.
 func (n *Node) Restored() {
 	n.catalog.rebuild(n.fsm.Tools, n.fsm.Tool)
+	n.blobs.rescan.Store(true) // its tools' indexes may be older than any seen
 	kick(n.metaKick)
 	n.tokensRestored()
 }

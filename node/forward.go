@@ -26,9 +26,10 @@ import (
 // length and a JSON body: fwdRequest one way, fwdResponse the other, in
 // turn, on a connection the follower reuses.
 
-// maxForward bounds one forwarded message: a command can carry an
-// executable of up to MaxExecutable bytes, base64-encoded in JSON.
-const maxForward = 4*MaxExecutable/3 + 1<<20
+// maxForward bounds one forwarded message. Executables are named by
+// digest, never carried (blobs.go), so the largest command is a batch of
+// tool metadata (publishBatchBytes, base64-encoded in JSON).
+const maxForward = 4*publishBatchBytes/3 + 2<<20
 
 // maxFwdResponse bounds the leader's answer: an index, a name, an error.
 const maxFwdResponse = 1 << 20

@@ -213,6 +213,8 @@ func (n *Node) ServeClusterConn(c net.Conn) {
 		n.serveForward(c)
 	case b[0] == protoCall:
 		n.serveCall(c)
+	case b[0] == protoBlob:
+		n.serveBlob(c)
 	case b[0] == protoPing:
 		c.SetWriteDeadline(time.Now().Add(handshakeTimeout))
 		c.Write([]byte{protoPing})

@@ -79,6 +79,7 @@ type Node struct {
 	sandbox string     // how tools are run, for the node file
 	calls   *callQueue // -max-calls
 	digests registry.DigestCache
+	blobs   blobs // the executables' store and fetches (blobs.go)
 
 	environHidden bool // the process's /proc/PID/environ is blanked
 
@@ -132,10 +133,13 @@ func New(cfg Config) (n *Node, err error) {
 		}
 	}()
 
-	for _, d := range []string{cfg.DataDir, n.execDir(), n.scratchDir()} {
+	for _, d := range []string{cfg.DataDir, n.scratchDir()} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("data directory: %w", err)
 		}
+	}
+	if err := n.openBlobs(); err != nil {
+		return nil, err
 	}
 	if n.tls, err = loadClusterTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSCA); err != nil {
 		return nil, err
@@ -171,6 +175,8 @@ func New(cfg Config) (n *Node, err error) {
 	n.logDirs()
 	n.startPublisher()
 	n.startResolver()
+	n.wg.Add(1)
+	go n.collectBlobs()
 	n.gossip.SetCapabilities(n.catalog.caps())
 	n.wg.Add(1)
 	go n.advertise()
@@ -186,7 +192,6 @@ func New(cfg Config) (n *Node, err error) {
 	return n, nil
 }
 
-func (n *Node) execDir() string    { return filepath.Join(n.cfg.DataDir, "exec") }
 func (n *Node) scratchDir() string { return filepath.Join(n.cfg.DataDir, "scratch") }
 func (n *Node) peersFile() string  { return filepath.Join(n.cfg.DataDir, "peers.json") }
 
@@ -426,8 +431,8 @@ func kick(ch chan struct{}) {
 }
 
 // advertise keeps what this node gossips current (what it can run, its
-// tool count) as tools are published and variants re-resolved, and writes
-// newly published executables into the data directory.
+// tool count) as tools are published and variants re-resolved, and starts
+// fetching newly published executables this node does not have.
 func (n *Node) advertise() {
 	defer n.wg.Done()
 	var swept uint64
@@ -436,7 +441,10 @@ func (n *Node) advertise() {
 		case <-n.ctx.Done():
 			return
 		case <-n.metaKick:
-			swept = n.materialiseSince(swept)
+			if n.blobs.rescan.Swap(false) {
+				swept = 0
+			}
+			swept = n.fetchSince(swept)
 			n.gossip.SetCapabilities(n.catalog.caps())
 			if err := n.gossip.SetMeta(n.meta()); err != nil {
 				n.logger.Printf("gossip: advertising this node: %v", err)
@@ -680,7 +688,7 @@ func (n *Node) applyOnce(t raftfsm.CommandType, data []byte, once bool, timeout 
 // invalid one is refused with an error wrapping raftfsm.ErrInvalid and a
 // log line, and never appended to the log.
 func (n *Node) applyHere(data []byte, timeout time.Duration, from string) (raftfsm.Result, uint64, error) {
-	if err := raftfsm.Validate(data); err != nil {
+	if err := raftfsm.ValidateLimits(data, raftfsm.Limits{MaxExecSize: n.cfg.MaxExecSize}); err != nil {
 		n.logger.Printf("refused a command from %s: %v", from, err)
 		return raftfsm.Result{}, 0, err
 	}
@@ -732,6 +740,7 @@ func (n *Node) Close() error {
 			}
 		}
 		n.wg.Wait()
+		n.stopBlobs()
 		n.fwd.closeAll()
 		if n.runner != nil {
 			if err := n.runner.Close(); err != nil {

@@ -2,7 +2,6 @@ package node
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,13 +14,13 @@ import (
 	"github.com/toolnode/toolnode/registry"
 )
 
-// MaxExecutable is the largest executable the cluster replicates. A
-// bigger one is not published (the tool's metadata is), with a log line;
-// the node that has it still runs it from its tools directory.
-const MaxExecutable = raftfsm.MaxExecutable
-
-// publishBatch bounds how many tools one Raft command carries.
-const publishBatch = 512
+// publishBatch bounds how many tools one Raft command carries, and
+// publishBatchBytes how much metadata (executables are named by digest,
+// never carried).
+const (
+	publishBatch      = 512
+	publishBatchBytes = 4 << 20
+)
 
 // publisher keeps the replicated catalog in step with this node's tools
 // and agents directories; the syncer goroutine does every sync.
@@ -182,26 +181,14 @@ func (n *Node) syncTools() bool {
 	var specs []raftfsm.ToolSpec
 	for name, dt := range found {
 		spec := raftfsm.ToolSpec{Name: name, Meta: dt.Meta}
-		var exe []byte
 		if dt.Exec != "" {
-			spec.ExecHash, exe = n.execHash(dt.Exec)
+			spec.ExecHash, spec.Size = n.storeExec(dt.Exec)
 		}
 		cur, ok := n.fsm.Tool(name)
 		if ok && cur.Owner == n.cfg.Name && cur.Origin == raftfsm.OriginDir && bytes.Equal(cur.Meta, dt.Meta) && cur.ExecHash == spec.ExecHash {
 			continue
 		}
 		n.logNotes(name, dt.Notes)
-		if spec.ExecHash != "" {
-			if _, stored := n.fsm.Blob(spec.ExecHash); !stored {
-				spec.Exec = exe
-				if spec.Exec == nil {
-					spec.Exec, _ = os.ReadFile(dt.Exec)
-					if ExecHashOf(spec.Exec) != spec.ExecHash {
-						continue // changed under us; the watcher will call again
-					}
-				}
-			}
-		}
 		specs = append(specs, spec)
 	}
 	var gone []string
@@ -211,7 +198,11 @@ func (n *Node) syncTools() bool {
 		}
 	}
 	for len(specs) > 0 {
-		k := min(len(specs), publishBatch)
+		k, size := 0, 0
+		for k < len(specs) && k < publishBatch && (k == 0 || size+len(specs[k].Meta) <= publishBatchBytes) {
+			size += len(specs[k].Meta)
+			k++
+		}
 		cmd := raftfsm.PublishTools{Owner: n.cfg.Name, Origin: raftfsm.OriginDir, Time: time.Now().UnixNano(), Tools: specs[:k]}
 		if _, err := n.applyOwn("publish-tools", toolNames(specs[:k]), raftfsm.CmdPublishTools, cmd); err != nil {
 			n.warnf("tools: publishing %d tools failed: %v (will retry)", k, err)
@@ -231,34 +222,35 @@ func (n *Node) syncTools() bool {
 // ExecHashOf is the content address of an executable.
 func ExecHashOf(b []byte) string { return raftfsm.ExecHash(b) }
 
-// execHash hashes an executable, reusing the last hash while its size and
-// modification time are unchanged. It returns the content when it had to
-// read it, and "" for a file over MaxExecutable or unreadable.
-func (n *Node) execHash(path string) (string, []byte) {
+// storeExec puts an executable of the tools directory into the blob
+// store, streamed (never whole in memory), and returns its digest and
+// size; "" for a file over -max-exec-size or unreadable. While the file's
+// size and modification time are unchanged and the store has its
+// digest, it is not read again.
+func (n *Node) storeExec(path string) (string, int64) {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return "", nil
+		return "", 0
 	}
-	if fi.Size() > MaxExecutable {
-		n.warnf("tools: %s is %d bytes, over the %d-byte limit for replicated executables: publishing its metadata only", path, fi.Size(), MaxExecutable)
-		return "", nil
+	if fi.Size() > n.maxExec() {
+		n.warnf("tools: %s is %d bytes, over the %d-byte -max-exec-size: publishing its metadata only", path, fi.Size(), n.maxExec())
+		return "", 0
 	}
 	n.pub.mu.Lock()
 	h, ok := n.pub.hashes[path]
 	n.pub.mu.Unlock()
-	if ok && h.size == fi.Size() && h.mtime.Equal(fi.ModTime()) {
-		return h.hash, nil
+	if ok && h.size == fi.Size() && h.mtime.Equal(fi.ModTime()) && n.blobs.store.Has(h.hash) {
+		return h.hash, h.size
 	}
-	b, err := os.ReadFile(path)
+	d, size, err := n.blobs.store.PutFile(path, n.maxExec())
 	if err != nil {
-		n.warnf("tools: cannot read %s: %v", path, err)
-		return "", nil
+		n.warnf("tools: cannot store %s: %v", path, err)
+		return "", 0
 	}
-	sum := ExecHashOf(b)
 	n.pub.mu.Lock()
-	n.pub.hashes[path] = hashed{size: fi.Size(), mtime: fi.ModTime(), hash: sum}
+	n.pub.hashes[path] = hashed{size: size, mtime: fi.ModTime(), hash: d}
 	n.pub.mu.Unlock()
-	return sum, b
+	return d, size
 }
 
 // syncProfiles does for the agents directory what syncTools does for
@@ -302,48 +294,10 @@ func (n *Node) syncProfiles() bool {
 	return true
 }
 
-// materialiseSince writes the executables of tools published after index
-// into the data directory, so they stay callable here whatever happens to
-// their publisher; it returns the index it reached.
-func (n *Node) materialiseSince(index uint64) uint64 {
+// fetchSince starts fetching the executables of tools published after
+// index that this node does not have; it returns the index it reached.
+func (n *Node) fetchSince(index uint64) uint64 {
 	reached := n.fsm.LastIndex()
-	for _, t := range n.fsm.Tools() {
-		if t.Index > index && t.ExecHash != "" {
-			if _, err := n.materialise(t.ExecHash); err != nil {
-				n.warnf("tools: writing the executable of %s: %v", t.Name, err)
-			}
-		}
-	}
+	n.ensureAllBlobs(index)
 	return reached
-}
-
-// materialise writes a published executable into the data directory
-// (content-addressed, read-only and executable: 0555) and returns its
-// path. Callers that run it check its digest first (verifiedExecutable).
-func (n *Node) materialise(hash string) (string, error) {
-	path := filepath.Join(n.execDir(), hash)
-	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
-		return path, nil
-	}
-	b, ok := n.fsm.Blob(hash)
-	if !ok {
-		return "", fmt.Errorf("executable %s is not in the cluster's store", hash)
-	}
-	tmp, err := os.CreateTemp(n.execDir(), ".tmp-*")
-	if err != nil {
-		return "", err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return "", err
-	}
-	if err := tmp.Chmod(0o555); err != nil {
-		tmp.Close()
-		return "", err
-	}
-	if err := tmp.Close(); err != nil {
-		return "", err
-	}
-	return path, os.Rename(tmp.Name(), path)
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/toolnode/toolnode/blobstore"
+	"github.com/toolnode/toolnode/p9"
 	"github.com/toolnode/toolnode/raftfsm"
 	"github.com/toolnode/toolnode/registry"
 )
@@ -13,8 +15,8 @@ import (
 // node's directory watcher never withdraws them: it only withdraws what
 // it published from its directory.
 
-// MaxExecutable is the largest executable t/NAME takes.
-func (n *Node) MaxExecutable() int { return MaxExecutable }
+// MaxExecutable is the largest executable t/NAME takes (-max-exec-size).
+func (n *Node) MaxExecutable() int64 { return n.maxExec() }
 
 // ToolExecMode is the mode of a tool's published executable.
 func (n *Node) ToolExecMode(name string) (uint32, bool) {
@@ -60,20 +62,58 @@ func (n *Node) PublishToolMeta(name string, data []byte) error {
 	return err
 }
 
-// PublishToolExec publishes a tool's executable.
-func (n *Node) PublishToolExec(name string, data []byte, mode uint32) error {
+// NewExecUpload makes the scratch file of an upload into t/NAME: a
+// temporary file of the blob store.
+func (n *Node) NewExecUpload() (p9.ExecUpload, error) { return n.blobs.store.Temp() }
+
+// PublishToolExec publishes a tool's executable: the upload is stored in
+// the blob store under its digest (synced, verified, read-only), then
+// the command naming the digest and size is proposed. It returns once
+// the command is committed and applied here; the other nodes fetch the
+// bytes from this one (or any that has them) in the background.
+func (n *Node) PublishToolExec(name string, up p9.ExecUpload, size int64, mode uint32) error {
+	defer up.Close()
 	if err := registry.ValidName(name); err != nil {
 		return err
 	}
-	if len(data) > MaxExecutable {
-		return fmt.Errorf("file too long: %s is %d bytes: executables are limited to %d bytes", name, len(data), MaxExecutable)
+	if size > n.maxExec() {
+		return fmt.Errorf("file too long: %s is %d bytes: executables are limited to %d bytes (-max-exec-size)", name, size, n.maxExec())
 	}
-	if len(data) == 0 {
+	if size <= 0 {
 		return fmt.Errorf("invalid executable: %s is empty; an executable needs content (rm t/%s removes one)", name, name)
+	}
+	tmp, ok := up.(*blobstore.Temp)
+	if !ok {
+		return fmt.Errorf("tool %q: the upload is not a file of this node's blob store", name)
+	}
+	d, err := tmp.Commit(size, n.maxExec())
+	if err != nil {
+		return fmt.Errorf("tool %q: storing the executable: %w", name, err)
+	}
+	_, err = n.apply(raftfsm.CmdPutToolExec, raftfsm.PutToolExec{
+		Owner: n.cfg.Name, Origin: raftfsm.Origin9P, Time: nowNano(), Name: name,
+		ExecHash: d, Size: size, Mode: mode & 0o7777,
+	})
+	return err
+}
+
+// ChmodToolExec publishes a tool's executable again with a new mode: the
+// same digest, so no byte moves.
+func (n *Node) ChmodToolExec(name string, mode uint32) error {
+	t, ok := n.fsm.Tool(name)
+	if !ok || t.ExecHash == "" {
+		return fmt.Errorf("file does not exist: tool %q has no published executable", name)
+	}
+	size := t.ExecSize
+	if size == 0 {
+		var have bool
+		if size, have = n.blobs.store.Stat(t.ExecHash); !have {
+			return fmt.Errorf("tool %q: its executable is not yet fetched here; try again", name)
+		}
 	}
 	_, err := n.apply(raftfsm.CmdPutToolExec, raftfsm.PutToolExec{
 		Owner: n.cfg.Name, Origin: raftfsm.Origin9P, Time: nowNano(), Name: name,
-		Exec: data, ExecHash: raftfsm.ExecHash(data), Mode: mode & 0o7777,
+		ExecHash: t.ExecHash, Size: size, Mode: mode & 0o7777,
 	})
 	return err
 }

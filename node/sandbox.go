@@ -1,14 +1,9 @@
 package node
 
 import (
-	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-
-	"github.com/toolnode/toolnode/raftfsm"
-	"github.com/toolnode/toolnode/registry"
 )
 
 // homeSecrets are the places in the node user's home where credentials
@@ -19,7 +14,7 @@ var homeSecrets = []string{
 }
 
 // protectedPaths are the trees and files a sandboxed tool may not read:
-// the node's data directory (Raft log, peers, materialised executables,
+// the node's data directory (Raft log, peers, the blob store of executables,
 // other calls' scratch directories, tokens), its key and certificate
 // files, and the credentials in its user's home. Add a path here when the
 // node gains a file of its own outside the data directory.
@@ -49,28 +44,4 @@ func (n *Node) sandboxLine() string {
 		}
 	}
 	return strings.Join(parts, "; ")
-}
-
-// verifiedExecutable materialises a published executable and checks it
-// against its digest. A file that does not match (changed in the data
-// directory after it was written) fails the call, is logged, and is
-// written again from the cluster's store for the next call.
-func (n *Node) verifiedExecutable(t *raftfsm.Tool) (string, error) {
-	p, err := n.materialise(t.ExecHash)
-	if err != nil {
-		return "", err
-	}
-	err = n.digests.Verify(p, t.ExecHash)
-	if err == nil {
-		return p, nil
-	}
-	if errors.Is(err, registry.ErrExecDigest) {
-		n.logger.Printf("tools: %s: %v; writing it again from the cluster's store", t.Name, err)
-		if rerr := os.Remove(p); rerr != nil && !os.IsNotExist(rerr) {
-			n.logger.Printf("tools: %s: removing the changed executable: %v", t.Name, rerr)
-		} else if _, merr := n.materialise(t.ExecHash); merr != nil {
-			n.logger.Printf("tools: %s: writing the executable again: %v", t.Name, merr)
-		}
-	}
-	return "", fmt.Errorf("tool %q: %w", t.Name, err)
 }

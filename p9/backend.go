@@ -3,6 +3,7 @@ package p9
 import (
 	"context"
 	"errors"
+	"io"
 	"time"
 )
 
@@ -52,8 +53,9 @@ type Backend interface {
 	ToolNames() []string
 	// ToolMeta returns the metadata of a published tool as published.
 	ToolMeta(name string) ([]byte, bool)
-	// ToolExecutable returns the published executable of a tool, if any.
-	ToolExecutable(name string) ([]byte, bool)
+	// ToolExecutable returns the published executable of a tool, if any:
+	// its size, and how to read it (never the whole of it in memory).
+	ToolExecutable(name string) (Executable, bool)
 	// ToolDoc returns the full documentation of a tool (the tools file).
 	ToolDoc(name string) (string, error)
 
@@ -70,8 +72,15 @@ type Backend interface {
 	// PublishToolMeta validates and publishes t/NAME.meta (the whole
 	// document); an invalid one changes nothing and its error says why.
 	PublishToolMeta(name string, data []byte) error
-	// PublishToolExec publishes t/NAME, the executable, with its mode.
-	PublishToolExec(name string, data []byte, mode uint32) error
+	// NewExecUpload makes the scratch file an upload of t/NAME is
+	// written into (on disk: an executable can be large).
+	NewExecUpload() (ExecUpload, error)
+	// PublishToolExec publishes t/NAME, the executable: the first size
+	// bytes of up, with its mode. It takes up over (stores or discards
+	// it); a Close of up afterwards does nothing.
+	PublishToolExec(name string, up ExecUpload, size int64, mode uint32) error
+	// ChmodToolExec publishes a tool's executable again with a new mode.
+	ChmodToolExec(name string, mode uint32) error
 	// WithdrawTool removes a tool (rm t/NAME.meta) cluster-wide.
 	WithdrawTool(name string) error
 	// RemoveToolExec removes a tool's published executable (rm t/NAME).
@@ -81,7 +90,7 @@ type Backend interface {
 	// WithdrawProfile removes a profile (rm a/NAME.json).
 	WithdrawProfile(name string) error
 	// MaxExecutable is the largest executable PublishToolExec takes.
-	MaxExecutable() int
+	MaxExecutable() int64
 
 	// ProfileNames lists the published agent profiles, sorted.
 	ProfileNames() []string
@@ -128,4 +137,27 @@ type Backend interface {
 	// Call runs a tool (or a built-in) for an agent and returns its
 	// standard output. args is a JSON object.
 	Call(ctx context.Context, session, agent, tool string, args []byte) ([]byte, error)
+}
+
+// Executable is a published executable as the tree serves it.
+type Executable struct {
+	Size int64
+	// Open opens it for reading at offsets.
+	Open func() (ExecReader, error)
+}
+
+// ExecReader reads a published executable.
+type ExecReader interface {
+	io.ReaderAt
+	io.Closer
+}
+
+// ExecUpload is the scratch file of an executable being written through
+// t/NAME: written and read at offsets, published with
+// Backend.PublishToolExec, or discarded by Close.
+type ExecUpload interface {
+	io.ReaderAt
+	io.WriterAt
+	Truncate(size int64) error
+	Close() error
 }

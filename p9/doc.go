@@ -87,7 +87,10 @@
 // Session names "new" and "idx" and an agent named "new" are shadowed by
 // the fixed files of their directories, and a tool named "idx" by t/idx;
 // the Backend should refuse them. Unfinished uploads into t/ and a/ hold
-// at most Options.MaxUploadBytes on the whole server.
+// at most Options.MaxUploadBytes on the whole server. An executable is
+// never held whole in memory: an upload of t/NAME writes into a scratch
+// file the Backend makes (Backend.NewExecUpload), and a read of t/NAME
+// reads the Backend's file at its offsets (Backend.ToolExecutable).
 //
 // # Publishing through t/ and a/
 //
@@ -117,7 +120,9 @@
 //     what is published, so no reader ever sees half a file. Metadata and
 //     profiles are limited to 1 MiB, executables to Backend.MaxExecutable
 //     (64 MiB when that is not positive); the write that crosses the limit
-//     fails.
+//     fails, as the bytes arrive. An executable's buffer is the Backend's
+//     scratch file, made at the first write (with the published content
+//     copied in when the open did not truncate).
 //   - JSON (NAME.meta, NAME.json): a write that leaves the buffer unable
 //     to become JSON whatever follows ("{bad") fails with "invalid JSON in
 //     PATH: byte N ... cannot continue a JSON value" and changes nothing: a

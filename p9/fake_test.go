@@ -1,9 +1,11 @@
 package p9
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 	"sort"
 	"strings"
@@ -100,13 +102,77 @@ func (f *fakeBackend) ToolMeta(name string) ([]byte, bool) {
 	return nil, false
 }
 
-func (f *fakeBackend) ToolExecutable(name string) ([]byte, bool) {
+func (f *fakeBackend) ToolExecutable(name string) (Executable, bool) {
+	exe, ok := f.exeBytes(name)
+	if !ok {
+		return Executable{}, false
+	}
+	return Executable{Size: int64(len(exe)), Open: func() (ExecReader, error) {
+		return nopCloser{bytes.NewReader(exe)}, nil
+	}}, true
+}
+
+// exeBytes is a tool's published executable.
+func (f *fakeBackend) exeBytes(name string) ([]byte, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if t := f.tools[name]; t != nil && t.exe != nil {
 		return t.exe, true
 	}
 	return nil, false
+}
+
+type nopCloser struct{ *bytes.Reader }
+
+func (nopCloser) Close() error { return nil }
+
+// memUpload is an ExecUpload in memory.
+type memUpload struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (m *memUpload) WriteAt(p []byte, off int64) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if end := int(off) + len(p); end > len(m.buf) {
+		m.buf = append(m.buf, make([]byte, end-len(m.buf))...)
+	}
+	return copy(m.buf[off:], p), nil
+}
+
+func (m *memUpload) ReadAt(p []byte, off int64) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if off >= int64(len(m.buf)) {
+		return 0, io.EOF
+	}
+	n := copy(p, m.buf[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+func (m *memUpload) Truncate(n int64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if n < int64(len(m.buf)) {
+		m.buf = m.buf[:n]
+	}
+	return nil
+}
+
+func (m *memUpload) Close() error { return nil }
+
+func (f *fakeBackend) NewExecUpload() (ExecUpload, error) { return &memUpload{}, nil }
+
+func (f *fakeBackend) ChmodToolExec(name string, mode uint32) error {
+	exe, ok := f.exeBytes(name)
+	if !ok {
+		return ErrNotFound
+	}
+	return f.publishExec(name, exe, mode)
 }
 
 func (f *fakeBackend) ToolTime(name string) time.Time {
@@ -452,7 +518,15 @@ func (f *fakeBackend) PublishToolMeta(name string, data []byte) error {
 	return nil
 }
 
-func (f *fakeBackend) PublishToolExec(name string, data []byte, mode uint32) error {
+func (f *fakeBackend) PublishToolExec(name string, up ExecUpload, size int64, mode uint32) error {
+	data := make([]byte, size)
+	if _, err := up.ReadAt(data, 0); err != nil && err != io.EOF {
+		return err
+	}
+	return f.publishExec(name, data, mode)
+}
+
+func (f *fakeBackend) publishExec(name string, data []byte, mode uint32) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(data) > f.maxExe {
@@ -525,10 +599,10 @@ func (f *fakeBackend) WithdrawProfile(name string) error {
 	return nil
 }
 
-func (f *fakeBackend) MaxExecutable() int {
+func (f *fakeBackend) MaxExecutable() int64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.maxExe
+	return int64(f.maxExe)
 }
 
 // published returns the log of publishes and withdrawals.

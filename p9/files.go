@@ -31,13 +31,17 @@ func (s *Server) openHandle(b Backend, n *node) (handle, error) {
 			return withNewline(meta), nil
 		})
 	case kTExec:
-		return newSnapshot(func() ([]byte, error) {
-			exe, ok := b.ToolExecutable(n.arg)
-			if !ok {
+		exe, ok := b.ToolExecutable(n.arg)
+		if !ok {
+			return newSnapshot(func() ([]byte, error) {
 				return s.pendingText(n, "file does not exist: tool %q has no published executable")
-			}
-			return exe, nil
-		})
+			})
+		}
+		r, err := exe.Open()
+		if err != nil {
+			return nil, fmt.Errorf("tool %q: %v", n.arg, err)
+		}
+		return &execHandle{r: r, size: exe.Size}, nil
 	case kProfile:
 		return newSnapshot(func() ([]byte, error) {
 			p, ok := b.Profile(n.arg)
@@ -342,6 +346,32 @@ func (f *snapshot) write(*req, uint64, []byte) (int, error) {
 }
 func (f *snapshot) truncate() {}
 func (f *snapshot) close()    {}
+
+// execHandle is a published executable open for reading: reads go to
+// the Backend's file at their offsets, so the node never holds the whole
+// executable in memory. The version opened is the one read to the end.
+type execHandle struct {
+	r    ExecReader
+	size int64
+}
+
+func (h *execHandle) read(_ *req, off uint64, count uint32) ([]byte, error) {
+	if off >= uint64(h.size) {
+		return nil, nil
+	}
+	p := make([]byte, min(int64(count), h.size-int64(off)))
+	n, err := h.r.ReadAt(p, int64(off))
+	if err == io.EOF {
+		err = nil
+	}
+	return p[:n], err
+}
+
+func (h *execHandle) write(*req, uint64, []byte) (int, error) {
+	return 0, errors.New("file is read-only")
+}
+func (h *execHandle) truncate() {}
+func (h *execHandle) close()    { h.r.Close() }
 
 // dirHandle is an open directory: a snapshot of its entries, served in
 // whole entries at the offsets where earlier reads ended. Reads are

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +20,10 @@ const jsonLimit = 1 << 20
 // defaultMaxExecutable caps t/NAME when Backend.MaxExecutable is not
 // positive.
 const defaultMaxExecutable = 64 << 20
+
+// execCopyBuf is the buffer an upload copies a published executable
+// through when a write changes it (an open without OTRUNC).
+const execCopyBuf = 256 << 10
 
 // defaultExecMode is the mode of an executable published without one.
 const defaultExecMode = 0o755
@@ -88,8 +93,10 @@ func createNode(dir *node, name string, perm uint32) (*node, error) {
 }
 
 // upload is an open-for-writing fid of t/NAME.meta, t/NAME or a/NAME.json.
-// Writes go to a private buffer at their offsets; readers of other fids
-// see only what the Backend has published. A JSON file is published as
+// Writes go to a private buffer at their offsets — for an executable a
+// scratch file the Backend makes (Backend.NewExecUpload), so that memory
+// does not grow with its size; readers of other fids see only what the
+// Backend has published. A JSON file is published as
 // soon as its buffer holds a whole JSON value, and again at clunk if it
 // changed since; an executable is published at clunk. Its methods are
 // serialized by mu.
@@ -97,15 +104,21 @@ type upload struct {
 	s     *Server
 	b     Backend // publishes what the fid wrote
 	n     *node
-	limit int
+	limit int64
 	mode  atomic.Uint32 // executables: the mode they are published with
 	held  *atomic.Int64 // bytes held by its connection's uploads
 
 	created bool // made by a Tcreate: the file stays pending after close
 	trunc   bool // opened with OTRUNC
 
-	mu        sync.Mutex
-	buf       []byte
+	mu  sync.Mutex
+	buf []byte // JSON files
+	// Executables: file is the scratch file, made at the first write;
+	// fsize its length. Until then base, the published executable the
+	// open started from (nil: empty), is what the fid reads.
+	file      ExecUpload
+	fsize     int64
+	base      *Executable
 	wrote     bool   // a write succeeded: the clunk may publish
 	failed    bool   // a write was refused: the clunk publishes nothing
 	sent      []byte // JSON: the document this fid last published (trimmed)
@@ -149,10 +162,15 @@ func (s *Server) openUpload(b Backend, n *node, trunc bool, held *atomic.Int64) 
 			cur = withNewline(m)
 		}
 	case kTExec:
-		cur, _ = b.ToolExecutable(n.arg)
 		if m, ok := b.ToolExecMode(n.arg); ok {
 			u.mode.Store(m & 0o777)
 		}
+		if e, ok := b.ToolExecutable(n.arg); ok && !trunc {
+			u.base = &e
+			u.fsize = e.Size
+			u.account(e.Size)
+		}
+		return u
 	case kProfile:
 		if p, ok := b.Profile(n.arg); ok {
 			cur = withNewline(p)
@@ -171,10 +189,7 @@ func (s *Server) newUpload(b Backend, n *node, mode uint32, held *atomic.Int64) 
 	u := &upload{s: s, b: b, n: n, limit: jsonLimit, held: held}
 	u.mode.Store(mode)
 	if n.kind == kTExec {
-		u.limit = b.MaxExecutable()
-		if u.limit <= 0 {
-			u.limit = defaultMaxExecutable
-		}
+		u.limit = maxExec(b)
 	}
 	s.pmu.Lock()
 	s.pending[n.path] = append(s.pending[n.path], u)
@@ -349,8 +364,7 @@ func (s *Server) chmodExec(b Backend, n *node, perm uint32) error {
 	for _, u := range ups {
 		u.mode.Store(perm)
 	}
-	exe, ok := b.ToolExecutable(n.arg)
-	if !ok {
+	if _, ok := b.ToolExecutable(n.arg); !ok {
 		if len(ups) > 0 {
 			return nil
 		}
@@ -359,14 +373,22 @@ func (s *Server) chmodExec(b Backend, n *node, perm uint32) error {
 	if m, ok := b.ToolExecMode(n.arg); ok && m&0o777 == perm {
 		return nil
 	}
-	return b.PublishToolExec(n.arg, exe, perm)
+	return b.ChmodToolExec(n.arg, perm)
+}
+
+// maxExec is the Backend's bound on an executable, or the default.
+func maxExec(b Backend) int64 {
+	if m := b.MaxExecutable(); m > 0 {
+		return m
+	}
+	return defaultMaxExecutable
 }
 
 // limitErr is the error of a write past an upload's limit.
 func (u *upload) limitErr() error {
 	switch u.n.kind {
 	case kTExec:
-		return fmt.Errorf("file too long: executables are limited to %d bytes", u.limit)
+		return fmt.Errorf("file too long: executables are limited to %d bytes (-max-exec-size)", u.limit)
 	case kTMeta:
 		return errors.New("file too long: tool metadata is limited to 1 MiB")
 	}
@@ -379,8 +401,108 @@ func (u *upload) read(_ *req, off uint64, count uint32) ([]byte, error) {
 	if u.closed {
 		return nil, errClosed
 	}
+	if u.n.kind == kTExec {
+		return u.readExec(off, count)
+	}
 	// A copy: the buffer may change once the lock is released.
 	return slices.Clone(window(u.buf, off, count)), nil
+}
+
+// readExec reads the executable being written; mu is held.
+func (u *upload) readExec(off uint64, count uint32) ([]byte, error) {
+	if off >= uint64(u.fsize) {
+		return nil, nil
+	}
+	n := min(int64(count), u.fsize-int64(off))
+	p := make([]byte, n)
+	var r io.ReaderAt = u.file
+	if u.file == nil {
+		if u.base == nil {
+			return p, nil
+		}
+		er, err := u.base.Open()
+		if err != nil {
+			return nil, err
+		}
+		defer er.Close()
+		r = er
+	}
+	k, err := r.ReadAt(p, int64(off))
+	if err == io.EOF && int64(k) < n {
+		clear(p[k:]) // a hole the writer left, or a file shorter than said
+		err = nil
+	}
+	return p, err
+}
+
+// execFile makes the scratch file at the first write, with the content
+// the open started from; mu is held.
+func (u *upload) execFile() error {
+	if u.file != nil {
+		return nil
+	}
+	f, err := u.b.NewExecUpload()
+	if err != nil {
+		return fmt.Errorf("temporarily unavailable: cannot make a file for the upload: %v", err)
+	}
+	if u.base != nil && u.base.Size > 0 {
+		er, err := u.base.Open()
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("reading the published executable to change it: %v", err)
+		}
+		_, err = io.CopyBuffer(io.NewOffsetWriter(f, 0), io.NewSectionReader(er, 0, u.base.Size), make([]byte, execCopyBuf))
+		er.Close()
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("copying the published executable to change it: %v", err)
+		}
+	}
+	u.file, u.base = f, nil
+	return nil
+}
+
+// takeExec is take for an executable: the write goes to the scratch file
+// at its offset; mu is held.
+func (u *upload) takeExec(off uint64, data []byte) (int, error) {
+	end := int64(off) + int64(len(data))
+	if grow := end - u.fsize; grow > 0 {
+		if err := u.hold(grow); err != nil {
+			return 0, err
+		}
+		if err := u.execFile(); err != nil {
+			u.account(-grow)
+			u.failed = true
+			return 0, err
+		}
+		u.fsize = end
+	} else if err := u.execFile(); err != nil {
+		u.failed = true
+		return 0, err
+	}
+	if _, err := u.file.WriteAt(data, int64(off)); err != nil {
+		u.failed = true
+		return 0, fmt.Errorf("writing the upload to disk: %v", err)
+	}
+	u.wrote = true
+	return len(data), nil
+}
+
+// hold accounts grow more bytes of unfinished uploads, or refuses them
+// past a limit; mu is held.
+func (u *upload) hold(grow int64) error {
+	if held := u.held.Add(grow); held > u.s.opt.MaxConnUploadBytes {
+		u.held.Add(-grow)
+		u.failed = true
+		return fmt.Errorf("this connection already holds %d bytes of unfinished uploads, the most one may: close some before writing more", held-grow)
+	}
+	if held := u.s.uploadBytes.Add(grow); held > u.s.opt.MaxUploadBytes {
+		u.s.uploadBytes.Add(-grow)
+		u.held.Add(-grow)
+		u.failed = true // what it leaves is not what its writer meant
+		return fmt.Errorf("this node already holds %d bytes of unfinished uploads, its limit: try again when others have closed", held-grow)
+	}
+	return nil
 }
 
 var errClosed = errors.New("file is closed")
@@ -403,11 +525,18 @@ func (u *upload) take(off uint64, data []byte) (int, error) {
 		return 0, errClosed
 	}
 	if off > uint64(u.limit) || off+uint64(len(data)) > uint64(u.limit) {
+		if u.n.kind == kTExec {
+			// Said as the bytes arrive, not after the whole upload.
+			u.s.opt.Logf("9p: refused an upload to %s at byte %d: over the %d-byte limit for executables (-max-exec-size)", u.n.path, off+uint64(len(data)), u.limit)
+		}
 		u.failed = true
 		return 0, u.limitErr()
 	}
 	if len(data) == 0 {
 		return 0, nil // changes nothing, publishes nothing
+	}
+	if u.n.kind == kTExec {
+		return u.takeExec(off, data)
 	}
 	// Keep what the write replaces, to undo it if the Backend refuses.
 	oldLen := len(u.buf)
@@ -418,16 +547,8 @@ func (u *upload) take(off uint64, data []byte) (int, error) {
 	end := int(off) + len(data)
 	hadGap := u.gap
 	if grow := end - len(u.buf); grow > 0 {
-		if held := u.held.Add(int64(grow)); held > u.s.opt.MaxConnUploadBytes {
-			u.held.Add(-int64(grow))
-			u.failed = true
-			return 0, fmt.Errorf("this connection already holds %d bytes of unfinished uploads, the most one may: close some before writing more", held-int64(grow))
-		}
-		if held := u.s.uploadBytes.Add(int64(grow)); held > u.s.opt.MaxUploadBytes {
-			u.s.uploadBytes.Add(-int64(grow))
-			u.held.Add(-int64(grow))
-			u.failed = true // what it leaves is not what its writer meant
-			return 0, fmt.Errorf("this node already holds %d bytes of unfinished uploads, its limit: try again when others have closed", held-int64(grow))
+		if err := u.hold(int64(grow)); err != nil {
+			return 0, err
 		}
 		u.buf = append(u.buf, make([]byte, grow)...)
 	}
@@ -518,17 +639,24 @@ func (u *upload) truncate() {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if !u.closed {
-		u.account(-int64(len(u.buf)))
+		u.account(-int64(len(u.buf)) - u.fsize)
 		u.buf = u.buf[:0]
 		u.scan, u.scanned, u.gap = prefixScanner{}, 0, false
+		u.base, u.fsize = nil, 0
+		if u.file != nil {
+			u.file.Truncate(0)
+		}
 	}
 }
 
 // size is the length of the buffer: what a stat of this fid shows.
-func (u *upload) size() int {
+func (u *upload) size() int64 {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return len(u.buf)
+	if u.n.kind == kTExec {
+		return u.fsize
+	}
+	return int64(len(u.buf))
 }
 
 // commit publishes what was written, at Tclunk: an executable as it is,
@@ -554,16 +682,28 @@ func (u *upload) publishAtClose() error {
 	buf := u.buf
 	u.buf = nil
 	u.account(-int64(len(buf)))
-	if !u.wrote || u.failed {
-		return nil
-	}
 	if u.n.kind == kTExec {
-		err := u.b.PublishToolExec(u.n.arg, buf, u.mode.Load())
+		file, size := u.file, u.fsize
+		u.file, u.base = nil, nil
+		u.account(-size)
+		u.fsize = 0
+		if file == nil {
+			return nil
+		}
+		if !u.wrote || u.failed {
+			file.Close()
+			return nil
+		}
+		err := u.b.PublishToolExec(u.n.arg, file, size, u.mode.Load())
+		file.Close()
 		if err == nil {
 			u.published = true
 			u.s.published(u.n.path)
 		}
 		return err
+	}
+	if !u.wrote || u.failed {
+		return nil
 	}
 	doc := bytes.TrimSpace(buf)
 	if u.sent != nil && bytes.Equal(doc, u.sent) {
@@ -585,8 +725,12 @@ func (u *upload) publishAtClose() error {
 func (u *upload) close() {
 	u.mu.Lock()
 	u.closed = true
-	u.account(-int64(len(u.buf)))
+	u.account(-int64(len(u.buf)) - u.fsize)
 	u.buf = nil
+	if u.file != nil {
+		u.file.Close()
+	}
+	u.file, u.base, u.fsize = nil, nil, 0
 	published, wrote := u.published, u.wrote
 	u.mu.Unlock()
 	u.s.dropPending(u)

@@ -707,7 +707,7 @@ func TestPublish_ConcurrentWriters(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	exe, ok := b.ToolExecutable("shared")
+	exe, ok := b.exeBytes("shared")
 	if !ok || len(exe) != 20000 || bytes.Count(exe, exe[:1]) != 20000 {
 		t.Fatalf("t/shared is not one writer's executable")
 	}

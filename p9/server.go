@@ -30,9 +30,10 @@ type Options struct {
 	// 1024); one more is closed at once with a log line, so a flood of
 	// connections cannot exhaust the node's memory or descriptors.
 	MaxConns int
-	// MaxUploadBytes bounds the memory all unfinished uploads into t/ and
-	// a/ may hold together (default 256 MiB); a write past it fails, and
-	// its writer is told to try again.
+	// MaxUploadBytes bounds what all unfinished uploads into t/ and a/
+	// may hold together, in memory (JSON) and in the Backend's scratch
+	// files (executables): default twice MaxConnUploadBytes, at least
+	// 256 MiB. A write past it fails, and its writer is told to try again.
 	MaxUploadBytes int64
 	// Observe, when set, hears of every request served: its message type
 	// ("walk", "read", …) and its error, nil for a success.
@@ -118,9 +119,6 @@ func NewServer(b Backend, opt Options) *Server {
 	if opt.MaxConns <= 0 {
 		opt.MaxConns = 1024
 	}
-	if opt.MaxUploadBytes <= 0 {
-		opt.MaxUploadBytes = 256 << 20
-	}
 	if opt.EventWait <= 0 {
 		opt.EventWait = 5 * time.Second
 	}
@@ -131,11 +129,11 @@ func NewServer(b Backend, opt Options) *Server {
 		opt.MaxFids = 4096
 	}
 	if opt.MaxConnUploadBytes <= 0 {
-		exe := b.MaxExecutable()
-		if exe <= 0 {
-			exe = defaultMaxExecutable
-		}
-		opt.MaxConnUploadBytes = int64(exe) + 2*jsonLimit
+		opt.MaxConnUploadBytes = maxExec(b) + 2*jsonLimit
+	}
+	if opt.MaxUploadBytes <= 0 {
+		// Room for one executable at its limit and others beside it.
+		opt.MaxUploadBytes = max(256<<20, 2*opt.MaxConnUploadBytes)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{

@@ -457,7 +457,7 @@ func (s *Server) content(n *node) (uint64, uint32) {
 		}
 	case kTExec:
 		if e, ok := b.ToolExecutable(n.arg); ok {
-			size, when = len(e), b.ToolTime(n.arg)
+			size, when = int(e.Size), b.ToolTime(n.arg)
 		}
 	case kProfile:
 		if p, ok := b.Profile(n.arg); ok {

@@ -27,23 +27,12 @@ func applyPublishTools(st *state, index uint64, body []byte, ev *[]Event) any {
 	if err := decode(body, &c); err != nil {
 		return err
 	}
-	carried := map[string]bool{}
 	for _, t := range c.Tools {
 		if err := checkName("tool", t.Name); err != nil {
 			return err
 		}
-		if len(t.Exec) > 0 {
-			if execHash(t.Exec) != t.ExecHash {
-				return refuse(ErrInvalid, "the executable of tool %q does not match its hash", t.Name)
-			}
-			carried[t.ExecHash] = true
-		}
-	}
-	for _, t := range c.Tools {
-		if len(t.Exec) == 0 && t.ExecHash != "" && !carried[t.ExecHash] {
-			if _, ok := st.Blobs[t.ExecHash]; !ok {
-				return refuse(ErrNotFound, "the executable of tool %q (%s) is not stored; publish it with its content", t.Name, t.ExecHash)
-			}
+		if len(t.Exec) > 0 && execHash(t.Exec) != t.ExecHash {
+			return refuse(ErrInvalid, "the executable of tool %q does not match its hash", t.Name)
 		}
 	}
 	origin := c.Origin
@@ -51,11 +40,13 @@ func applyPublishTools(st *state, index uint64, body []byte, ev *[]Event) any {
 		origin = OriginDir
 	}
 	for _, t := range c.Tools {
+		size := t.Size
 		if len(t.Exec) > 0 {
-			st.Blobs[t.ExecHash] = t.Exec
+			st.legacy = append(st.legacy, legacyBlob{t.ExecHash, t.Exec})
+			size = int64(len(t.Exec))
 		}
 		st.setTool(t.Name, &Tool{
-			Name: t.Name, Meta: t.Meta, ExecHash: t.ExecHash, ExecMode: t.Mode,
+			Name: t.Name, Meta: t.Meta, ExecHash: t.ExecHash, ExecMode: t.Mode, ExecSize: size,
 			Owner: c.Owner, Origin: origin, Index: index, Time: c.Time,
 		})
 		*ev = append(*ev, Event{index, "tool+", t.Name})
@@ -76,7 +67,7 @@ func applyPutToolMeta(st *state, index uint64, body []byte, ev *[]Event) any {
 	}
 	t := &Tool{Name: c.Name, Meta: c.Meta, Owner: c.Owner, Origin: c.Origin, Index: index, Time: c.Time}
 	if old, ok := st.Tools[c.Name]; ok {
-		t.ExecHash, t.ExecMode = old.ExecHash, old.ExecMode
+		t.ExecHash, t.ExecMode, t.ExecSize = old.ExecHash, old.ExecMode, old.ExecSize
 	}
 	st.setTool(c.Name, t)
 	*ev = append(*ev, Event{index, "tool+", c.Name})
@@ -91,11 +82,17 @@ func applyPutToolExec(st *state, index uint64, body []byte, ev *[]Event) any {
 	if err := checkName("tool", c.Name); err != nil {
 		return err
 	}
-	if execHash(c.Exec) != c.ExecHash {
-		return refuse(ErrInvalid, "the executable of tool %q does not match its hash", c.Name)
+	size := c.Size
+	if len(c.Exec) > 0 {
+		if execHash(c.Exec) != c.ExecHash {
+			return refuse(ErrInvalid, "the executable of tool %q does not match its hash", c.Name)
+		}
+		st.legacy = append(st.legacy, legacyBlob{c.ExecHash, c.Exec})
+		size = int64(len(c.Exec))
+	} else if !isHexHash(c.ExecHash) {
+		return refuse(ErrInvalid, "the executable hash of tool %q is not 64 lowercase hex digits", c.Name)
 	}
-	st.Blobs[c.ExecHash] = c.Exec
-	t := &Tool{Name: c.Name, ExecHash: c.ExecHash, ExecMode: c.Mode, Owner: c.Owner, Origin: c.Origin, Index: index, Time: c.Time}
+	t := &Tool{Name: c.Name, ExecHash: c.ExecHash, ExecMode: c.Mode, ExecSize: size, Owner: c.Owner, Origin: c.Origin, Index: index, Time: c.Time}
 	if old, ok := st.Tools[c.Name]; ok {
 		t.Meta = old.Meta
 	}
@@ -120,7 +117,7 @@ func applyDropToolExec(st *state, index uint64, body []byte, ev *[]Event) any {
 		return Result{}
 	}
 	t := *old
-	t.ExecHash, t.ExecMode, t.Index = "", 0, index
+	t.ExecHash, t.ExecMode, t.ExecSize, t.Index = "", 0, 0, index
 	st.setTool(c.Name, &t)
 	*ev = append(*ev, Event{index, "tool+", c.Name})
 	return Result{}

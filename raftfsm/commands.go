@@ -67,11 +67,17 @@ type ToolSpec struct {
 	// Meta is the .meta document as published (variants unresolved). The
 	// proposer has validated it.
 	Meta []byte `json:"meta"`
-	// Exec is the tool's executable, if it publishes one. Empty with
-	// ExecHash set means "the same executable as already stored".
+	// Exec carried the executable itself in log entries written before
+	// executables left the log. Apply still reads it (the bytes go to
+	// the node's blob store, see FSM.SetBlobSink); Validate refuses a new
+	// command that carries it.
 	Exec []byte `json:"exec,omitempty"`
-	// ExecHash is the hex SHA-256 of the executable, "" for none.
+	// ExecHash is the hex SHA-256 of the executable, "" for none. The
+	// bytes are not in the log: nodes fetch them from the proposer, or
+	// any node that has them, by this digest.
 	ExecHash string `json:"execHash,omitempty"`
+	// Size is the executable's length in bytes (0 in old entries).
+	Size int64 `json:"size,omitempty"`
 	// Mode is the executable's file mode (0755 when zero).
 	Mode uint32 `json:"mode,omitempty"`
 }
@@ -105,16 +111,18 @@ type PutToolMeta struct {
 	Meta   []byte `json:"meta"`
 }
 
-// PutToolExec publishes one tool's executable (t/NAME), keeping its
-// metadata. A tool with an executable and no metadata yet is not a tool
+// PutToolExec publishes one tool's executable (t/NAME) by digest and
+// size, keeping its metadata; the proposer holds the bytes. A tool with an executable and no metadata yet is not a tool
 // until its metadata arrives: it is neither listed nor loadable.
 type PutToolExec struct {
-	Owner    string `json:"owner"`
-	Origin   string `json:"origin"`
-	Time     int64  `json:"time"`
-	Name     string `json:"name"`
-	Exec     []byte `json:"exec"`
+	Owner  string `json:"owner"`
+	Origin string `json:"origin"`
+	Time   int64  `json:"time"`
+	Name   string `json:"name"`
+	// Exec is the executable itself, in old entries only (see ToolSpec).
+	Exec     []byte `json:"exec,omitempty"`
 	ExecHash string `json:"execHash"`
+	Size     int64  `json:"size,omitempty"`
 	Mode     uint32 `json:"mode"`
 }
 

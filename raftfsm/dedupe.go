@@ -112,12 +112,12 @@ func checkRequestID(id string) error {
 	return nil
 }
 
-func validateRequest(body []byte) error {
+func validateRequest(body []byte, lim Limits) error {
 	_, cmd, err := splitRequest(body)
 	if err != nil {
 		return err
 	}
-	return Validate(cmd)
+	return ValidateLimits(cmd, lim)
 }
 
 // applyRequest applies the wrapped command unless a request with the same

@@ -2,9 +2,16 @@
 // cluster agrees on, the function that applies each one, and the snapshot
 // and restore of the whole state.
 //
-// The state is the cluster's catalog (published tool metadata, published
-// executables, agent profiles) and its agents (sessions, agents, loaded
-// sets, revisions). It follows hashicorp/raft's FSM contract:
+// The state is the cluster's catalog (published tool metadata, the digest,
+// size and mode of published executables, agent profiles) and its agents
+// (sessions, agents, loaded sets, revisions). Executable bytes are not in
+// the log or the state: a command names an executable by its SHA-256 and
+// size, and nodes keep and fetch the bytes outside Raft. Entries and
+// snapshots written before that carried the bytes; they still apply, and
+// hand the bytes to the blob sink (SetBlobSink) on every node alike, so
+// the state built is the same with or without one. Validate refuses a new
+// command that carries bytes, and one naming a size over the leader's
+// -max-exec-size (ValidateLimits). It follows hashicorp/raft's FSM contract:
 //
 //   - Apply is deterministic: it reads nothing but the log entry and the
 //     state (no clock, no randomness, no host look-ups, no map iteration

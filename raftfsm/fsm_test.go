@@ -2,6 +2,7 @@ package raftfsm
 
 import (
 	"bytes"
+	b64 "encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -108,28 +109,86 @@ func TestFSM_PublishWithdrawOwnership(t *testing.T) {
 	h.fail(CmdPublishTools, tools("bad/name"), ErrInvalid)
 }
 
-func TestFSM_Blobs(t *testing.T) {
+// The log names executables by digest and size; the state holds no
+// bytes.
+func TestFSM_ExecByDigest(t *testing.T) {
 	h := newHarness(t, nil)
-	exe := []byte("#!/bin/sh\necho hi\n")
-	hash := ExecHash(exe)
+	hash := ExecHash([]byte("#!/bin/sh\necho hi\n"))
 	h.ok(CmdPublishTools, PublishTools{Owner: "n1", Tools: []ToolSpec{
-		{Name: "x", Meta: []byte(`{}`), Exec: exe, ExecHash: hash},
-		{Name: "y", Meta: []byte(`{}`), ExecHash: hash}, // same content, by reference
+		{Name: "x", Meta: []byte(`{}`), ExecHash: hash, Size: 18},
+		{Name: "y", Meta: []byte(`{}`), ExecHash: hash, Size: 18},
 	}})
-	if b, ok := h.fsm.Blob(hash); !ok || !bytes.Equal(b, exe) {
-		t.Fatal("blob not stored")
+	if tl, _ := h.fsm.Tool("x"); tl.ExecHash != hash || tl.ExecSize != 18 {
+		t.Fatalf("tool x = %+v", tl)
 	}
-	h.fail(CmdPublishTools, PublishTools{Tools: []ToolSpec{{Name: "z", Meta: []byte(`{}`), Exec: exe, ExecHash: "00"}}}, ErrInvalid)
-	h.fail(CmdPublishTools, PublishTools{Tools: []ToolSpec{{Name: "z", Meta: []byte(`{}`), ExecHash: "00"}}}, ErrNotFound)
+	if !h.fsm.Referenced(hash) {
+		t.Fatal("the digest is not referenced")
+	}
 	h.ok(CmdWithdrawTools, WithdrawTools{Names: []string{"x"}})
-	if _, ok := h.fsm.Blob(hash); !ok {
-		t.Fatal("blob dropped while y still refers to it")
+	if !h.fsm.Referenced(hash) {
+		t.Fatal("y still refers to it")
 	}
-	// Republishing y without an executable drops the last reference.
 	h.ok(CmdPublishTools, PublishTools{Tools: []ToolSpec{{Name: "y", Meta: []byte(`{}`)}}})
-	if _, ok := h.fsm.Blob(hash); ok {
-		t.Fatal("unreferenced blob kept")
+	if h.fsm.Referenced(hash) {
+		t.Fatal("no tool refers to it any more")
 	}
+	if snap := snapshotBytes(t, h.fsm); bytes.Contains(snap, []byte(`"blobs"`)) {
+		t.Fatalf("the snapshot holds blobs: %s", snap)
+	}
+}
+
+// Entries and snapshots written before executables left the log still
+// apply: their bytes go to the blob sink, on every node alike, and the
+// state records only the digest and size.
+func TestFSM_OldFormatExecutables(t *testing.T) {
+	exe := []byte("#!/bin/sh\necho old\n")
+	hash := ExecHash(exe)
+	got := map[string][]byte{}
+	var mu sync.Mutex
+	sink := func(d string, b []byte) {
+		mu.Lock()
+		got[d] = b
+		mu.Unlock()
+	}
+	h := newHarness(t, nil)
+	h.fsm.SetBlobSink(sink)
+	h.ok(CmdPublishTools, PublishTools{Owner: "n1", Tools: []ToolSpec{{Name: "x", Meta: []byte(`{}`), Exec: exe, ExecHash: hash}}})
+	exe2 := []byte("#!/bin/sh\necho two\n")
+	h.ok(CmdPutToolExec, PutToolExec{Owner: "n1", Origin: Origin9P, Name: "z", Exec: exe2, ExecHash: ExecHash(exe2)})
+	if !bytes.Equal(got[hash], exe) || !bytes.Equal(got[ExecHash(exe2)], exe2) {
+		t.Fatalf("sink got %v", got)
+	}
+	if tl, _ := h.fsm.Tool("x"); tl.ExecSize != int64(len(exe)) {
+		t.Fatalf("size of an old entry's executable: %+v", tl)
+	}
+	h.fail(CmdPublishTools, PublishTools{Tools: []ToolSpec{{Name: "q", Meta: []byte(`{}`), Exec: exe, ExecHash: ExecHash(exe2)}}}, ErrInvalid)
+
+	// An old snapshot: "blobs" holds the bytes, tools have no size.
+	old := []byte(`{"tools":{"x":{"name":"x","meta":"e30=","execHash":"` + hash + `","owner":"n1","index":1,"time":0}},` +
+		`"blobs":{"` + hash + `":"` + base64(exe) + `"},"profiles":{},"sessions":{},"lastSession":0,"lastAgent":0,"applied":1}`)
+	got = map[string][]byte{}
+	r := New(nil)
+	r.SetBlobSink(sink)
+	if err := r.Restore(io.NopCloser(bytes.NewReader(old))); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got[hash], exe) {
+		t.Fatal("the old snapshot's executable did not reach the sink")
+	}
+	if tl, _ := r.Tool("x"); tl.ExecSize != int64(len(exe)) {
+		t.Fatalf("restored tool = %+v", tl)
+	}
+	if snap := snapshotBytes(t, r); bytes.Contains(snap, []byte(`"blobs"`)) {
+		t.Fatal("a new snapshot still holds the old blobs")
+	}
+}
+
+func base64(b []byte) string {
+	var buf bytes.Buffer
+	enc := b64.NewEncoder(b64.StdEncoding, &buf)
+	enc.Write(b)
+	enc.Close()
+	return buf.String()
 }
 
 func TestFSM_SessionsAgentsLoad(t *testing.T) {
@@ -269,11 +328,12 @@ func snapshotBytes(t testing.TB, f *FSM) []byte {
 func bigState(t testing.TB, n, m int) *harness {
 	h := newHarness(t, nil)
 	exe := []byte("#!/bin/sh\ncat\n")
+	exeHash := ExecHash(exe)
 	batch := PublishTools{Owner: "n1", Time: 1}
 	for i := 0; i < n; i++ {
 		ts := ToolSpec{Name: fmt.Sprintf("tool%05d", i), Meta: []byte(fmt.Sprintf(`{"description":"tool %d"}`, i))}
 		if i%100 == 0 {
-			ts.Exec, ts.ExecHash = exe, ExecHash(exe)
+			ts.ExecHash, ts.Size = exeHash, int64(len(exe))
 		}
 		batch.Tools = append(batch.Tools, ts)
 	}
@@ -317,8 +377,8 @@ func TestFSM_SnapshotRestoreLargeState(t *testing.T) {
 	if after := snapshotBytes(t, restored); !bytes.Equal(before, after) {
 		t.Fatal("snapshot of the restored FSM differs from the original")
 	}
-	// Blob reference counts are rebuilt: withdrawing all tools that share
-	// the executable drops it.
+	// Withdrawing all tools that share the executable leaves it
+	// unreferenced.
 	tl, _ := restored.Tool("tool00000")
 	var names []string
 	for _, x := range restored.Tools() {
@@ -327,8 +387,8 @@ func TestFSM_SnapshotRestoreLargeState(t *testing.T) {
 		}
 	}
 	restored.Apply(&raft.Log{Index: 2, Type: raft.LogCommand, Data: MustEncode(CmdWithdrawTools, WithdrawTools{Names: names})})
-	if _, ok := restored.Blob(tl.ExecHash); ok {
-		t.Fatal("blob survived the withdrawal of every tool using it")
+	if restored.Referenced(tl.ExecHash) {
+		t.Fatal("the executable is still referenced after the withdrawal of every tool using it")
 	}
 }
 
@@ -423,7 +483,7 @@ func TestFSM_PublishByFileAndOrigins(t *testing.T) {
 	h := newHarness(t, rec)
 	exe := []byte("#!/bin/sh\necho x\n")
 	// The executable first (cp tool tool.meta): not a tool yet.
-	h.ok(CmdPutToolExec, PutToolExec{Owner: "n2", Origin: Origin9P, Name: "x", Exec: exe, ExecHash: ExecHash(exe), Mode: 0o750})
+	h.ok(CmdPutToolExec, PutToolExec{Owner: "n2", Origin: Origin9P, Name: "x", ExecHash: ExecHash(exe), Size: int64(len(exe)), Mode: 0o750})
 	h.ok(CmdCreateSession, CreateSession{Name: "s"})
 	h.ok(CmdCreateAgent, CreateAgent{Session: "s", Name: "a"})
 	h.fail(CmdLoad, Load{Session: "s", Agent: "a", Names: []string{"x"}}, ErrNotFound)
@@ -446,8 +506,8 @@ func TestFSM_PublishByFileAndOrigins(t *testing.T) {
 	if tl.ExecHash != "" || !tl.Published() {
 		t.Fatalf("after dropping the executable: %+v", tl)
 	}
-	if _, ok := h.fsm.Blob(ExecHash(exe)); ok {
-		t.Fatal("the dropped executable's blob is still stored")
+	if h.fsm.Referenced(ExecHash(exe)) {
+		t.Fatal("the dropped executable is still referenced")
 	}
 	h.fail(CmdDropToolExec, DropToolExec{Name: "x"}, ErrNotFound)
 	h.fail(CmdPutToolMeta, PutToolMeta{Name: "y"}, ErrInvalid)

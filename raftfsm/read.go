@@ -32,12 +32,16 @@ func (f *FSM) Tools() []*Tool {
 	return out
 }
 
-// Blob returns a stored executable by hash.
-func (f *FSM) Blob(hash string) ([]byte, bool) {
+// Referenced reports whether a tool refers to the executable of digest d.
+func (f *FSM) Referenced(d string) bool {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	b, ok := f.st.Blobs[hash]
-	return b, ok
+	for _, t := range f.st.Tools {
+		if t.ExecHash == d {
+			return true
+		}
+	}
+	return false
 }
 
 // Profile returns a published profile.

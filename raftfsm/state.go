@@ -40,6 +40,9 @@ type Tool struct {
 	Meta     []byte `json:"meta"`
 	ExecHash string `json:"execHash,omitempty"`
 	ExecMode uint32 `json:"execMode,omitempty"`
+	// ExecSize is the executable's length (0: published before sizes
+	// were recorded).
+	ExecSize int64  `json:"execSize,omitempty"`
 	Owner    string `json:"owner"`
 	Origin   string `json:"origin,omitempty"` // OriginDir or Origin9P
 	// Index is the Raft index of the command that last published it.
@@ -120,8 +123,11 @@ func (s *Session) withoutAgent(name string) *Session {
 
 // state is everything the FSM holds. It is also the snapshot format.
 type state struct {
-	Tools    map[string]*Tool    `json:"tools"`
-	Blobs    map[string][]byte   `json:"blobs"`
+	Tools map[string]*Tool `json:"tools"`
+	// Blobs held executables in snapshots made before executables left
+	// the log. Restore hands them to the blob sink and drops them; a new
+	// snapshot has none.
+	Blobs    map[string][]byte   `json:"blobs,omitempty"`
 	Profiles map[string]*Profile `json:"profiles"`
 	Sessions map[string]*Session `json:"sessions"`
 	// Tokens are the 9P tokens by name (tokens.go). A snapshot made
@@ -137,8 +143,9 @@ type state struct {
 	// none.
 	Requests requestLog `json:"requests"`
 
-	// refs counts the tools that refer to each blob; derived, not stored.
-	refs map[string]int
+	// legacy are executables an old entry carried, for the blob sink
+	// once the lock is released; transient, not stored.
+	legacy []legacyBlob
 	// byHash finds a token by the hash of its secret; derived, not stored.
 	byHash map[string]*Token
 }
@@ -146,11 +153,9 @@ type state struct {
 func newState() *state {
 	return &state{
 		Tools:    map[string]*Tool{},
-		Blobs:    map[string][]byte{},
 		Profiles: map[string]*Profile{},
 		Sessions: map[string]*Session{},
 		Tokens:   map[string]*Token{},
-		refs:     map[string]int{},
 		byHash:   map[string]*Token{},
 	}
 }
@@ -159,28 +164,20 @@ func newState() *state {
 func (s *state) clone() *state {
 	c := &state{
 		Tools:       make(map[string]*Tool, len(s.Tools)),
-		Blobs:       make(map[string][]byte, len(s.Blobs)),
 		Profiles:    make(map[string]*Profile, len(s.Profiles)),
 		Sessions:    make(map[string]*Session, len(s.Sessions)),
 		LastSession: s.LastSession,
 		LastAgent:   s.LastAgent,
 		Requests:    s.Requests.clone(),
 		Tokens:      make(map[string]*Token, len(s.Tokens)),
-		refs:        make(map[string]int, len(s.refs)),
 		byHash:      make(map[string]*Token, len(s.byHash)),
 	}
 	for k, v := range s.Tokens {
 		c.Tokens[k] = v
 		c.byHash[v.Hash] = v
 	}
-	for k, v := range s.refs {
-		c.refs[k] = v
-	}
 	for k, v := range s.Tools {
 		c.Tools[k] = v
-	}
-	for k, v := range s.Blobs {
-		c.Blobs[k] = v
 	}
 	for k, v := range s.Profiles {
 		c.Profiles[k] = v
@@ -195,9 +192,6 @@ func (s *state) clone() *state {
 func (s *state) fill() {
 	if s.Tools == nil {
 		s.Tools = map[string]*Tool{}
-	}
-	if s.Blobs == nil {
-		s.Blobs = map[string][]byte{}
 	}
 	if s.Profiles == nil {
 		s.Profiles = map[string]*Profile{}
@@ -218,30 +212,21 @@ func (s *state) fill() {
 		s.byHash[t.Hash] = t
 	}
 	s.Requests.fill()
-	s.refs = map[string]int{}
-	for _, t := range s.Tools {
-		if t.ExecHash != "" {
-			s.refs[t.ExecHash]++
-		}
-	}
 }
 
-// setTool stores t (nil removes name), keeping blob reference counts and
-// dropping blobs no tool refers to any more.
+// legacyBlob is an executable an old log entry or snapshot carried.
+type legacyBlob struct {
+	digest string
+	data   []byte
+}
+
+// setTool stores t (nil removes name). The executables tools refer to are
+// outside the state: a node's blob store keeps them, and collects those no
+// tool refers to any more.
 func (s *state) setTool(name string, t *Tool) {
-	if old, ok := s.Tools[name]; ok && old.ExecHash != "" {
-		s.refs[old.ExecHash]--
-		if s.refs[old.ExecHash] <= 0 && (t == nil || t.ExecHash != old.ExecHash) {
-			delete(s.refs, old.ExecHash)
-			delete(s.Blobs, old.ExecHash)
-		}
-	}
 	if t == nil {
 		delete(s.Tools, name)
 		return
-	}
-	if t.ExecHash != "" {
-		s.refs[t.ExecHash]++
 	}
 	s.Tools[name] = t
 }

@@ -43,7 +43,7 @@ type RevokeToken struct {
 // before the leader appends it (the leader-side validation of DESIGN §7
 // calls one validator per command type): a body that fails here would
 // be refused by every replica's Apply, so it is never written to the log.
-func validatePutToken(body []byte) error {
+func validatePutToken(body []byte, lim Limits) error {
 	var c PutToken
 	if err := decodeStrict(body, &c); err != nil {
 		return err
@@ -51,7 +51,7 @@ func validatePutToken(body []byte) error {
 	return checkPutToken(&c)
 }
 
-func validateRevokeToken(body []byte) error {
+func validateRevokeToken(body []byte, lim Limits) error {
 	var c RevokeToken
 	if err := decodeStrict(body, &c); err != nil {
 		return err

@@ -36,11 +36,11 @@ func TestTokens(t *testing.T) {
 		if CommandType(body[0]) == CmdRevokeToken {
 			v = validateRevokeToken
 		}
-		if err := v(body[1:]); err == nil {
+		if err := v(body[1:], Limits{}); err == nil {
 			t.Errorf("validator accepted %q", body)
 		}
 	}
-	if err := validatePutToken(MustEncode(CmdPutToken, PutToken{Name: "x", Role: "read", Hash: hash2})[1:]); err != nil {
+	if err := validatePutToken(MustEncode(CmdPutToken, PutToken{Name: "x", Role: "read", Hash: hash2})[1:], Limits{}); err != nil {
 		t.Errorf("validatePutToken refused a good command: %v", err)
 	}
 

@@ -17,8 +17,23 @@ import (
 // a log written by an older leader, or forged around the leader, must not
 // crash a node either.
 
-// MaxExecutable is the largest executable a command may carry.
-const MaxExecutable = 16 << 20
+// DefaultMaxExecSize is the largest executable a command may name by
+// default (-max-exec-size).
+const DefaultMaxExecSize = 256 << 20
+
+// Limits are the bounds Validate checks that are the operator's to set.
+type Limits struct {
+	// MaxExecSize is the largest executable a command may name, in
+	// bytes (DefaultMaxExecSize when not positive).
+	MaxExecSize int64
+}
+
+func (l Limits) maxExec() int64 {
+	if l.MaxExecSize <= 0 {
+		return DefaultMaxExecSize
+	}
+	return l.MaxExecSize
+}
 
 // maxCwd bounds a session's working directory.
 const maxCwd = 4096
@@ -27,7 +42,7 @@ const maxCwd = 4096
 // unknown fields, nothing after the value) and checks every field that the
 // apply function trusts: names, origins, hashes, modes and sizes. It does
 // not read the state: whether a named thing exists is Apply's to say.
-type validator func(body []byte) error
+type validator func(body []byte, lim Limits) error
 
 // validators holds a validator for every command type. A command type
 // without one is refused: a new type registers its validator here (or
@@ -55,7 +70,11 @@ var validators = map[CommandType]validator{
 // whose body decodes strictly into its struct, with valid names, origins,
 // hashes, modes and sizes. Its error wraps ErrInvalid and says what is
 // wrong. It is a pure function of entry.
-func Validate(entry []byte) error {
+func Validate(entry []byte) error { return ValidateLimits(entry, Limits{}) }
+
+// ValidateLimits is Validate with the operator's limits: the leader's own
+// -max-exec-size, so the bound is the same whichever node a write enters.
+func ValidateLimits(entry []byte, lim Limits) error {
 	if len(entry) == 0 {
 		return refuse(ErrInvalid, "empty command")
 	}
@@ -64,7 +83,7 @@ func Validate(entry []byte) error {
 	if _, known := applyTable[t]; !ok || !known {
 		return refuse(ErrInvalid, "unknown command type %d", entry[0])
 	}
-	if err := v(entry[1:]); err != nil {
+	if err := v(entry[1:], lim); err != nil {
 		return refuse(ErrInvalid, "invalid %s command: %v", t, err)
 	}
 	return nil
@@ -126,26 +145,31 @@ func checkNames(kind string, names []string) error {
 	return nil
 }
 
-// checkExec checks an executable, its hash and mode. Without content the
-// hash names one already stored (or is empty: no executable).
-func checkExec(name string, exec []byte, hash string, mode uint32) error {
-	if len(exec) > MaxExecutable {
-		return fmt.Errorf("the executable of tool %q is %d bytes, over the %d-byte limit", name, len(exec), MaxExecutable)
+// checkExec checks an executable's digest, size and mode. A new command
+// names its executable by digest and size and never carries its bytes:
+// nodes fetch them outside the log. Without a digest there is no
+// executable.
+func checkExec(name string, exec []byte, hash string, size int64, mode uint32, lim Limits) error {
+	if len(exec) > 0 {
+		return fmt.Errorf("the command carries the executable of tool %q: executables are not carried in the log; name it by digest and size", name)
 	}
 	if mode&^0o7777 != 0 {
 		return fmt.Errorf("the mode %#o of tool %q has bits beyond 07777", mode, name)
 	}
 	if hash == "" {
-		if len(exec) > 0 {
-			return fmt.Errorf("the executable of tool %q has no hash", name)
+		if size != 0 {
+			return fmt.Errorf("the executable of tool %q has a size and no hash", name)
 		}
 		return nil
 	}
 	if !isHexHash(hash) {
 		return fmt.Errorf("the executable hash of tool %q is not 64 lowercase hex digits", name)
 	}
-	if len(exec) > 0 && execHash(exec) != hash {
-		return fmt.Errorf("the executable of tool %q does not match its hash", name)
+	if size <= 0 {
+		return fmt.Errorf("the executable of tool %q has no size (%d)", name, size)
+	}
+	if max := lim.maxExec(); size > max {
+		return fmt.Errorf("file too long: the executable of tool %q is %d bytes, over the %d-byte limit (-max-exec-size)", name, size, max)
 	}
 	return nil
 }
@@ -173,7 +197,7 @@ func checkMeta(name string, meta []byte) error {
 	return nil
 }
 
-func validatePublishTools(body []byte) error {
+func validatePublishTools(body []byte, lim Limits) error {
 	var c PublishTools
 	if err := decodeStrict(body, &c); err != nil {
 		return err
@@ -199,14 +223,14 @@ func validatePublishTools(body []byte) error {
 		if err := checkMeta(t.Name, t.Meta); err != nil {
 			return err
 		}
-		if err := checkExec(t.Name, t.Exec, t.ExecHash, t.Mode); err != nil {
+		if err := checkExec(t.Name, t.Exec, t.ExecHash, t.Size, t.Mode, lim); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func validateWithdrawTools(body []byte) error {
+func validateWithdrawTools(body []byte, lim Limits) error {
 	var c WithdrawTools
 	if err := decodeStrict(body, &c); err != nil {
 		return err
@@ -220,7 +244,7 @@ func validateWithdrawTools(body []byte) error {
 	return checkNames("tool", c.Names)
 }
 
-func validatePutToolMeta(body []byte) error {
+func validatePutToolMeta(body []byte, lim Limits) error {
 	var c PutToolMeta
 	if err := decodeStrict(body, &c); err != nil {
 		return err
@@ -240,7 +264,7 @@ func validatePutToolMeta(body []byte) error {
 	return checkMeta(c.Name, c.Meta)
 }
 
-func validatePutToolExec(body []byte) error {
+func validatePutToolExec(body []byte, lim Limits) error {
 	var c PutToolExec
 	if err := decodeStrict(body, &c); err != nil {
 		return err
@@ -257,13 +281,13 @@ func validatePutToolExec(body []byte) error {
 	if err := checkName("tool", c.Name); err != nil {
 		return err
 	}
-	if len(c.Exec) == 0 {
-		return fmt.Errorf("the executable of tool %q is empty", c.Name)
+	if c.ExecHash == "" {
+		return fmt.Errorf("the executable of tool %q has no hash", c.Name)
 	}
-	return checkExec(c.Name, c.Exec, c.ExecHash, c.Mode)
+	return checkExec(c.Name, c.Exec, c.ExecHash, c.Size, c.Mode, lim)
 }
 
-func validateDropToolExec(body []byte) error {
+func validateDropToolExec(body []byte, lim Limits) error {
 	var c DropToolExec
 	if err := decodeStrict(body, &c); err != nil {
 		return err
@@ -271,7 +295,7 @@ func validateDropToolExec(body []byte) error {
 	return checkName("tool", c.Name)
 }
 
-func validatePublishProfiles(body []byte) error {
+func validatePublishProfiles(body []byte, lim Limits) error {
 	var c PublishProfiles
 	if err := decodeStrict(body, &c); err != nil {
 		return err
@@ -301,7 +325,7 @@ func validatePublishProfiles(body []byte) error {
 	return nil
 }
 
-func validateWithdrawProfiles(body []byte) error {
+func validateWithdrawProfiles(body []byte, lim Limits) error {
 	var c WithdrawProfiles
 	if err := decodeStrict(body, &c); err != nil {
 		return err
@@ -315,7 +339,7 @@ func validateWithdrawProfiles(body []byte) error {
 	return checkNames("profile", c.Names)
 }
 
-func validateCreateSession(body []byte) error {
+func validateCreateSession(body []byte, lim Limits) error {
 	var c CreateSession
 	if err := decodeStrict(body, &c); err != nil {
 		return err
@@ -344,7 +368,7 @@ func validateCreateSession(body []byte) error {
 	return checkTime(c.Time)
 }
 
-func validateKillSession(body []byte) error {
+func validateKillSession(body []byte, lim Limits) error {
 	var c KillSession
 	if err := decodeStrict(body, &c); err != nil {
 		return err
@@ -352,7 +376,7 @@ func validateKillSession(body []byte) error {
 	return checkName("session", c.Name)
 }
 
-func validateCreateAgent(body []byte) error {
+func validateCreateAgent(body []byte, lim Limits) error {
 	var c CreateAgent
 	if err := decodeStrict(body, &c); err != nil {
 		return err
@@ -371,7 +395,7 @@ func validateCreateAgent(body []byte) error {
 	return nil
 }
 
-func validateKillAgent(body []byte) error {
+func validateKillAgent(body []byte, lim Limits) error {
 	var c KillAgent
 	if err := decodeStrict(body, &c); err != nil {
 		return err
@@ -382,7 +406,7 @@ func validateKillAgent(body []byte) error {
 	return checkName("agent", c.Name)
 }
 
-func validateLoad(body []byte) error {
+func validateLoad(body []byte, lim Limits) error {
 	var c Load
 	if err := decodeStrict(body, &c); err != nil {
 		return err
@@ -390,7 +414,7 @@ func validateLoad(body []byte) error {
 	return checkLoad(c)
 }
 
-func validateUnload(body []byte) error {
+func validateUnload(body []byte, lim Limits) error {
 	var c Unload
 	if err := decodeStrict(body, &c); err != nil {
 		return err

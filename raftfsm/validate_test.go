@@ -28,8 +28,8 @@ func validEntries() map[string][]byte {
 	meta := []byte(`{"description":"says hi"}`)
 	return map[string][]byte{
 		"publish-tools": MustEncode(CmdPublishTools, PublishTools{Owner: "n1", Origin: OriginDir, Time: 1, Tools: []ToolSpec{
-			{Name: "hi", Meta: meta, Exec: exe, ExecHash: ExecHash(exe), Mode: 0o755},
-			{Name: "hi2", Meta: meta, ExecHash: ExecHash(exe)},
+			{Name: "hi", Meta: meta, ExecHash: ExecHash(exe), Size: int64(len(exe)), Mode: 0o755},
+			{Name: "hi2", Meta: meta, ExecHash: ExecHash(exe), Size: int64(len(exe))},
 			{Name: "doc-only", Meta: meta},
 		}}),
 		"withdraw-tools":     MustEncode(CmdWithdrawTools, WithdrawTools{Owner: "n1", Origin: OriginDir, Names: []string{"hi"}}),
@@ -45,7 +45,7 @@ func validEntries() map[string][]byte {
 		"load":               MustEncode(CmdLoad, Load{Session: "dev", Agent: "a", Names: []string{"hi"}}),
 		"unload":             MustEncode(CmdUnload, Unload{Session: "dev", Agent: "a", Names: []string{"hi"}}),
 		"put-tool-meta":      MustEncode(CmdPutToolMeta, PutToolMeta{Owner: "n1", Origin: Origin9P, Time: 1, Name: "hi", Meta: meta}),
-		"put-tool-exec":      MustEncode(CmdPutToolExec, PutToolExec{Owner: "n1", Origin: Origin9P, Time: 1, Name: "hi", Exec: exe, ExecHash: ExecHash(exe), Mode: 0o755}),
+		"put-tool-exec":      MustEncode(CmdPutToolExec, PutToolExec{Owner: "n1", Origin: Origin9P, Time: 1, Name: "hi", ExecHash: ExecHash(exe), Size: int64(len(exe)), Mode: 0o755}),
 		"drop-tool-exec":     MustEncode(CmdDropToolExec, DropToolExec{Name: "hi"}),
 	}
 }
@@ -83,11 +83,14 @@ func TestValidate_Refuses(t *testing.T) {
 		{"twice", MustEncode(CmdPublishTools, PublishTools{Owner: "n1", Tools: []ToolSpec{{Name: "x", Meta: meta}, {Name: "x", Meta: meta}}}), "twice"},
 		{"no meta", MustEncode(CmdPublishTools, PublishTools{Owner: "n1", Tools: []ToolSpec{{Name: "x"}}}), "metadata"},
 		{"bad meta", MustEncode(CmdPublishTools, PublishTools{Owner: "n1", Tools: []ToolSpec{{Name: "x", Meta: []byte(`[1]`)}}}), "metadata"},
-		{"hash mismatch", MustEncode(CmdPublishTools, PublishTools{Owner: "n1", Tools: []ToolSpec{{Name: "x", Meta: meta, Exec: exe, ExecHash: ExecHash(meta)}}}), "does not match"},
-		{"hash not hex", MustEncode(CmdPublishTools, PublishTools{Owner: "n1", Tools: []ToolSpec{{Name: "x", Meta: meta, ExecHash: strings.Repeat("Z", 64)}}}), "hex"},
-		{"exec without hash", MustEncode(CmdPublishTools, PublishTools{Owner: "n1", Tools: []ToolSpec{{Name: "x", Meta: meta, Exec: exe}}}), "no hash"},
-		{"mode", MustEncode(CmdPutToolExec, PutToolExec{Owner: "n1", Origin: Origin9P, Name: "x", Exec: exe, ExecHash: ExecHash(exe), Mode: 0o170755}), "mode"},
-		{"empty exec", MustEncode(CmdPutToolExec, PutToolExec{Owner: "n1", Origin: Origin9P, Name: "x"}), "empty"},
+		{"bytes in the log", MustEncode(CmdPublishTools, PublishTools{Owner: "n1", Tools: []ToolSpec{{Name: "x", Meta: meta, Exec: exe, ExecHash: ExecHash(exe), Size: int64(len(exe))}}}), "not carried in the log"},
+		{"bytes in put-tool-exec", MustEncode(CmdPutToolExec, PutToolExec{Owner: "n1", Origin: Origin9P, Name: "x", Exec: exe, ExecHash: ExecHash(exe), Size: int64(len(exe))}), "not carried in the log"},
+		{"hash not hex", MustEncode(CmdPublishTools, PublishTools{Owner: "n1", Tools: []ToolSpec{{Name: "x", Meta: meta, ExecHash: strings.Repeat("Z", 64), Size: 1}}}), "hex"},
+		{"size without hash", MustEncode(CmdPublishTools, PublishTools{Owner: "n1", Tools: []ToolSpec{{Name: "x", Meta: meta, Size: 5}}}), "no hash"},
+		{"no size", MustEncode(CmdPublishTools, PublishTools{Owner: "n1", Tools: []ToolSpec{{Name: "x", Meta: meta, ExecHash: ExecHash(exe)}}}), "no size"},
+		{"over the limit", MustEncode(CmdPutToolExec, PutToolExec{Owner: "n1", Origin: Origin9P, Name: "x", ExecHash: ExecHash(exe), Size: DefaultMaxExecSize + 1}), "limit"},
+		{"mode", MustEncode(CmdPutToolExec, PutToolExec{Owner: "n1", Origin: Origin9P, Name: "x", ExecHash: ExecHash(exe), Size: 3, Mode: 0o170755}), "mode"},
+		{"no hash", MustEncode(CmdPutToolExec, PutToolExec{Owner: "n1", Origin: Origin9P, Name: "x"}), "no hash"},
 		{"meta origin", MustEncode(CmdPutToolMeta, PutToolMeta{Owner: "n1", Name: "x", Meta: meta}), "origin"},
 		{"bad profile", MustEncode(CmdPublishProfiles, PublishProfiles{Owner: "n1", Profiles: []ProfileSpec{{Name: "p", Data: []byte(`{"autoLoad":3}`)}}}), "profile"},
 		{"bad autoLoad", MustEncode(CmdPublishProfiles, PublishProfiles{Owner: "n1", Profiles: []ProfileSpec{{Name: "p", Data: []byte(`{}`), AutoLoad: []string{"a b"}}}}), "autoLoad"},
@@ -102,10 +105,13 @@ func TestValidate_Refuses(t *testing.T) {
 		{"drop bad name", MustEncode(CmdDropToolExec, DropToolExec{Name: "."}), "tool name"},
 		{"withdraw bad owner", MustEncode(CmdWithdrawProfiles, WithdrawProfiles{Owner: "a/b", Names: []string{"p"}}), "owner"},
 	}
-	// An executable over the limit (checked on its own: a 16 MiB entry is
-	// slow to encode and decode in a test).
-	if err := checkExec("x", make([]byte, MaxExecutable+1), "", 0); err == nil || !strings.Contains(err.Error(), "limit") {
-		t.Errorf("an executable over the limit: %v", err)
+	// The leader's own -max-exec-size bounds the size a command names.
+	small := MustEncode(CmdPutToolExec, PutToolExec{Owner: "n1", Origin: Origin9P, Name: "x", ExecHash: ExecHash([]byte("x")), Size: 2000})
+	if err := ValidateLimits(small, Limits{MaxExecSize: 1000}); err == nil || !strings.Contains(err.Error(), "-max-exec-size") {
+		t.Errorf("an executable over the leader's limit: %v", err)
+	}
+	if err := ValidateLimits(small, Limits{MaxExecSize: 4000}); err != nil {
+		t.Errorf("under the limit: %v", err)
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -56,7 +56,7 @@ func sandboxProbes(data, home string) map[string]string {
 		// The node user's ssh key.
 		"probe_ssh": fmt.Sprintf(`cat %q/.ssh/id_ed25519`, home),
 		// Another tool's stored executable in the data directory.
-		"probe_overwrite": fmt.Sprintf(`for f in %q/exec/*; do printf '#!/bin/sh\necho changed\n' > "$f" || exit 1; done; echo overwritten`, data),
+		"probe_overwrite": fmt.Sprintf(`for f in %q/blobs/sha256/*; do printf '#!/bin/sh\necho changed\n' > "$f" || exit 1; done; echo overwritten`, data),
 	}
 }
 
@@ -145,14 +145,23 @@ func TestSandboxEndToEnd(t *testing.T) {
 				return
 			}
 			// The control changed the stored executable: the node checks
-			// its digest, refuses to run it, logs why, and writes it again.
+			// its digest, refuses to run it, logs why, removes it and
+			// fetches it again from another node.
 			_, err := ask(fsys, agent+"call", "pub {}")
 			if err == nil || !strings.Contains(err.Error(), "digest") {
 				t.Errorf("a changed executable ran, or failed without naming its digest: %v", err)
 			}
-			node.waitLog(t, 10*time.Second, "does not match", "writing it again")
+			node.waitLog(t, 10*time.Second, "does not match", "fetching it again")
+			// A lone node has no other copy: the call says the executable
+			// is not fetched yet, and a new publication restores it.
+			if _, err := ask(fsys, agent+"call", "pub {}"); err == nil || !strings.Contains(err.Error(), "not yet fetched") {
+				t.Errorf("pub with its executable gone from the only node: %v", err)
+			}
+			if err := rtPut(fsys, "t/pub", 0o755, "#!/bin/sh\necho published\n"); err != nil {
+				t.Fatal(err)
+			}
 			if got := mustAsk(t, fsys, agent+"call", "pub {}"); got != "published\n" {
-				t.Errorf("pub after it was written again = %q", got)
+				t.Errorf("pub after it was published again = %q", got)
 			}
 		})
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -55,6 +56,15 @@ func serve(args []string) (err error) {
 	fs.StringVar(&cfg.P9Anon, "9p-anon", "", "role of a 9P attach without a token: none, read, call, publish or admin (default: admin on loopback, else none)")
 	fs.StringVar(&cfg.AuditFile, "audit", "", "append one JSON line per state change and per call to `FILE` (reopened on SIGHUP)")
 	fs.IntVar(&cfg.MaxCalls, "max-calls", 0, "concurrent calls on this node (default 4 x cores)")
+	cfg.MaxExecSize = node.DefaultMaxExecSize
+	fs.Func("max-exec-size", "largest published executable, in bytes or with KiB, MiB, GiB (default 256MiB)", func(v string) error {
+		n, err := parseSize(v)
+		if err != nil {
+			return err
+		}
+		cfg.MaxExecSize = n
+		return nil
+	})
 	var workdirs string
 	fs.StringVar(&workdirs, "workdirs", "", "trees a session cwd must lie in, comma-separated")
 	fs.StringVar(&toolEnv, "tool-env", "", "extra variables passed to tools, comma-separated (NAME or PREFIX*)")
@@ -251,4 +261,21 @@ func loadEnvFile(path string) error {
 		os.Setenv(k, expandHome(os.ExpandEnv(v)))
 	}
 	return sc.Err()
+}
+
+// parseSize reads a byte count: digits, optionally followed by KiB, MiB or
+// GiB (K, M, G and KB, MB, GB mean the same powers of two).
+func parseSize(v string) (int64, error) {
+	num := strings.TrimRight(v, "KMGiBkmgb")
+	unit := strings.ToLower(v[len(num):])
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%q is not a positive size (bytes, or a number with KiB, MiB or GiB)", v)
+	}
+	shift := map[string]uint{"": 0, "k": 10, "kb": 10, "kib": 10, "m": 20, "mb": 20, "mib": 20, "g": 30, "gb": 30, "gib": 30}
+	sh, ok := shift[unit]
+	if !ok || n > (1<<62)>>sh {
+		return 0, fmt.Errorf("%q is not a size (bytes, or a number with KiB, MiB or GiB)", v)
+	}
+	return n << sh, nil
 }
