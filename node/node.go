@@ -58,6 +58,7 @@ type Node struct {
 	nudge     nudger      // retry.go
 	ri        readIndex   // readindex.go
 	route     router
+	rep       replica // servers and clients (replica.go)
 
 	unreachMu sync.Mutex
 	unreach   map[string]string // node → why the leader keeps it out of Raft
@@ -156,12 +157,16 @@ func New(cfg Config) (n *Node, err error) {
 	if err := n.setupAnon(); err != nil {
 		return nil, err
 	}
+	n.rep.hub = n.newHub()
 	if err := n.startRaft(); err != nil {
 		return nil, err
 	}
 	if err := n.startGossip(); err != nil {
 		return nil, err
 	}
+	n.checkRole() // a client follows the stream from now on
+	n.wg.Add(1)
+	go n.watchRole()
 	if err := n.waitLeader(applyTimeout); err != nil {
 		return nil, err
 	}
@@ -294,7 +299,7 @@ func (n *Node) startRaft() error {
 	default:
 		n.logger.Printf("no raft state in %s: joining through %s; the leader will add this node", dir, strings.Join(n.cfg.Join, ","))
 	}
-	r, err := raft.NewRaft(rc, n.fsm, w, w, snaps, n.transport)
+	r, err := raft.NewRaft(rc, fsmFeed{n}, w, w, snaps, n.transport)
 	if err != nil {
 		return fmt.Errorf("start raft: %w", err)
 	}
@@ -356,7 +361,8 @@ func (n *Node) advertiseAddr(bound net.Addr) (net.Addr, error) {
 
 // meta is what this node advertises by gossip.
 func (n *Node) meta() cluster.Meta {
-	return cluster.Meta{Cluster: string(n.transport.LocalAddr()), P9: n.P9Addr(), Tools: n.catalog.count()}
+	return cluster.Meta{Cluster: string(n.transport.LocalAddr()), P9: n.P9Addr(), Tools: n.catalog.count(),
+		Server: n.rep.isServer.Load(), Want: n.cfg.Server}
 }
 
 func (n *Node) startGossip() error {
@@ -636,7 +642,7 @@ func (n *Node) applyOnce(t raftfsm.CommandType, data []byte, timeout time.Durati
 		r, _, err := n.applyHere(data, timeout, "this node")
 		return r, err
 	}
-	addr, _ := n.raft.LeaderWithID()
+	addr, _ := n.leaderAddr()
 	if addr == "" {
 		return raftfsm.Result{}, ErrNoLeader
 	}
@@ -717,6 +723,9 @@ func (n *Node) Close() error {
 			}
 		}
 		n.cancel()
+		if n.rep.hub != nil {
+			n.rep.hub.Close()
+		}
 		if n.gossip != nil {
 			if err := n.gossip.Leave(2 * time.Second); err != nil {
 				n.warnf("gossip leave: %v", err)
