@@ -36,8 +36,14 @@ import (
 // its FSM back to the stream.
 
 // roleEvery is how often a node checks whether it is in the Raft
-// configuration.
-const roleEvery = 250 * time.Millisecond
+// configuration. A client the leader adds learns it sooner: Raft's first
+// entry stops its stream (stream.ErrStop); the check then only names the
+// role. Each wake-up of an idle node costs CPU, so it is not more often.
+const roleEvery = time.Second
+
+// statusEvery bounds how often a server reads Raft for the status its
+// stream heartbeats carry, however many clients follow it.
+const statusEvery = 250 * time.Millisecond
 
 // streamDialTimeout bounds one dial of a server's stream.
 const streamDialTimeout = 2 * time.Second
@@ -128,13 +134,13 @@ func (s *writerSink) ID() string                  { return "stream" }
 func (s *writerSink) Cancel() error               { return nil }
 
 // streamStatus is the cluster as this server sees it: the leader and the
-// servers. It is read from Raft at most every 250 ms, however many
+// servers. It is read from Raft at most every statusEvery, however many
 // clients follow this node.
 func (n *Node) streamStatus() stream.Status {
 	r := &n.rep
 	r.statusMu.Lock()
 	defer r.statusMu.Unlock()
-	if time.Since(r.statusAt) < roleEvery {
+	if time.Since(r.statusAt) < statusEvery {
 		return r.status
 	}
 	var st stream.Status

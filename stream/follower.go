@@ -25,7 +25,14 @@ const (
 	DefaultMaxEntry    = 64 << 20
 	DefaultMaxSnapshot = 1 << 30
 	retryFailed        = 2 * time.Second // a server that failed is tried again after this
+	rebalanceEvery     = 5 * time.Second // how often a client checks that it follows its best-ranked server
 )
+
+// errRebalance ends following a server that is no longer this client's
+// best-ranked one (a server that appeared since it connected): clients
+// that connected while the cluster had one server spread once it has
+// more.
+var errRebalance = errors.New("a better-ranked server is up: moving to it")
 
 // FollowerConfig configures a Follower.
 type FollowerConfig struct {
@@ -51,6 +58,7 @@ type FollowerConfig struct {
 	Heartbeat   time.Duration // the servers'; a server silent for 5 of them is left; default DefaultHeartbeat
 	MaxEntry    int           // cap of one entry; default DefaultMaxEntry
 	MaxSnapshot int           // cap of a snapshot; default DefaultMaxSnapshot
+	Rebalance   time.Duration // how often to check for a better-ranked server; default 5s
 }
 
 // Follower keeps a replica current from the servers' streams.
@@ -79,6 +87,9 @@ func NewFollower(cfg FollowerConfig) *Follower {
 	}
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
+	}
+	if cfg.Rebalance <= 0 {
+		cfg.Rebalance = rebalanceEvery
 	}
 	return &Follower{cfg: cfg, failed: map[string]time.Time{}}
 }
@@ -150,6 +161,13 @@ func (f *Follower) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if errors.Is(err, errRebalance) {
+			f.mu.Lock()
+			f.server = ""
+			f.mu.Unlock()
+			wait = 0
+			continue
+		}
 		f.mu.Lock()
 		f.failed[addr] = time.Now()
 		f.server = ""
@@ -180,6 +198,7 @@ func (f *Follower) follow(ctx context.Context, addr string) error {
 	lim := limits{entry: uint32(f.cfg.MaxEntry), snapshot: uint32(f.cfg.MaxSnapshot)}
 	idle := 5 * f.cfg.Heartbeat
 	first := true
+	checked := time.Now()
 	for {
 		fr, err := readFrame(br, c, lim, idle, 5*time.Minute)
 		if err != nil {
@@ -211,6 +230,12 @@ func (f *Follower) follow(ctx context.Context, addr string) error {
 			if first {
 				first = false
 				f.cfg.Logf("stream: following server %s from index %d", addr, have)
+			}
+			if time.Since(checked) >= f.cfg.Rebalance {
+				checked = time.Now()
+				if best := f.pick(); best != "" && best != addr {
+					return errRebalance
+				}
 			}
 		}
 		f.mu.Lock()

@@ -162,6 +162,7 @@ func (c *client) follower(name string) *stream.Follower {
 			return c.fsm.Restore(io.NopCloser(r))
 		},
 		Heartbeat: 100 * time.Millisecond,
+		Rebalance: 300 * time.Millisecond,
 		Logf:      c.t.Logf,
 	})
 }
@@ -440,5 +441,42 @@ func TestStreamStop(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not stop")
+	}
+}
+
+// Clients that connected while there was one server move to their
+// best-ranked server once it is up, without a gap.
+func TestStreamRebalances(t *testing.T) {
+	a, b := newServer(t, 1000), newServer(t, 1000)
+	both := func(n int) { a.apply(n); b.apply(n) }
+	both(5)
+	addrs := []string{a.ln.Addr().String(), b.ln.Addr().String()}
+	name := ""
+	for i := 0; ; i++ {
+		name = fmt.Sprintf("c%d", i)
+		if stream.Rank(name, addrs)[0] == addrs[1] {
+			break
+		}
+	}
+	c := newClient(t, name, addrs[0]) // only a is known at first
+	c.start()
+	c.waitFor(a)
+	c.mu.Lock()
+	c.servers = addrs // b is up
+	c.mu.Unlock()
+	both(3)
+	deadline := time.Now().Add(10 * time.Second)
+	for c.f.State().Server != addrs[1] {
+		if time.Now().After(deadline) {
+			t.Fatalf("still following %q, want the better-ranked %q", c.f.State().Server, addrs[1])
+		}
+		both(1)
+		time.Sleep(20 * time.Millisecond)
+	}
+	both(4)
+	c.waitFor(b)
+	c.checkSequence(b)
+	if st := c.f.State(); st.Moves != 0 {
+		t.Errorf("a rebalance counted as %d failures", st.Moves)
 	}
 }
