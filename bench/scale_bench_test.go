@@ -86,13 +86,27 @@ func runScale(b *testing.B, size int, leg string) {
 		n.p9, n.gossip, n.clusterAddr = ports[4*(i-1)], ports[4*(i-1)+1], ports[4*(i-1)+2]
 		metricsAddr[n.name] = ports[4*(i-1)+3]
 	}
-	for _, n := range c.nodes[1:] {
-		n.join = []string{c.nodes[0].gossip}
+	// n2..n5 join n1, the rest join one of n1..n5 all at once: a hundred
+	// memberlist push/pulls at once against one node time out on two
+	// cores.
+	seeds := min(5, size)
+	for i, n := range c.nodes[1:] {
+		if i+1 < seeds {
+			n.join = []string{c.nodes[0].gossip}
+		} else {
+			n.join = []string{c.nodes[i%seeds].gossip}
+		}
 	}
 	begin := time.Now()
 	c.start(c.nodes[0])
 	c.ready(c.nodes[0])
-	for _, n := range c.nodes[1:] {
+	for _, n := range c.nodes[1:seeds] {
+		c.start(n)
+	}
+	for _, n := range c.nodes[1:seeds] {
+		c.ready(n)
+	}
+	for _, n := range c.nodes[seeds:] {
 		c.start(n)
 	}
 	hc := &http.Client{Timeout: 2 * time.Second}
@@ -105,7 +119,12 @@ func runScale(b *testing.B, size int, leg string) {
 	}()
 	deadline := begin.Add(120 * time.Second)
 	var last string
+	nextNote := time.Now().Add(10 * time.Second)
 	for len(done) < size {
+		if time.Now().After(nextNote) {
+			nextNote = time.Now().Add(10 * time.Second)
+			b.Logf("N=%d %s: %d of %d nodes formed after %v; last: %s", size, leg, len(done), size, time.Since(begin).Round(time.Second), last)
+		}
 		if time.Now().After(deadline) {
 			b.Fatalf("N=%d %s: %d of %d nodes formed within 120s; last: %s", size, leg, len(done), size, last)
 		}
@@ -152,7 +171,7 @@ func runScale(b *testing.B, size int, leg string) {
 			}
 			done[n.name] = true
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(250 * time.Millisecond)
 	}
 	formed := time.Since(begin)
 	for _, cn := range conns {
