@@ -304,6 +304,7 @@ func (n *Node) startRaft() error {
 		return fmt.Errorf("start raft: %w", err)
 	}
 	n.raft = r
+	n.observeStatus()
 	n.wg.Add(1)
 	go n.watchLeadership(notify)
 	return nil

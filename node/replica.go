@@ -36,10 +36,10 @@ import (
 // its FSM back to the stream.
 
 // roleEvery is how often a node checks whether it is in the Raft
-// configuration. A client the leader adds learns it sooner: Raft's first
-// entry stops its stream (stream.ErrStop); the check then only names the
-// role. Each wake-up of an idle node costs CPU, so it is not more often.
-const roleEvery = time.Second
+// configuration. A client the leader adds learns it at once: Raft's first
+// entry stops its stream (stream.ErrStop), which checks the role then.
+// Each wake-up of an idle node costs CPU, so the check is not more often.
+const roleEvery = 5 * time.Second
 
 // statusEvery bounds how often a server reads Raft for the status its
 // stream heartbeats carry, however many clients follow it.
@@ -55,6 +55,7 @@ type replica struct {
 
 	hub      *stream.Hub
 	isServer atomic.Bool
+	roleKick chan struct{} // check the role now
 
 	mu       sync.Mutex
 	follower *stream.Follower // nil on a server
@@ -76,7 +77,7 @@ func (f fsmFeed) Apply(l *raft.Log) any {
 	r := &f.n.rep
 	r.feedMu.Lock()
 	defer r.feedMu.Unlock()
-	r.raftFed = true
+	r.takeFeed()
 	if l.Type == raft.LogCommand && l.Index <= f.n.fsm.LastIndex() {
 		return nil // applied from the stream before this node joined Raft
 	}
@@ -89,18 +90,60 @@ func (f fsmFeed) Apply(l *raft.Log) any {
 
 func (f fsmFeed) Snapshot() (raft.FSMSnapshot, error) { return f.n.fsm.Snapshot() }
 
+// takeFeed marks the FSM as Raft's; the first time, the role is checked
+// at once (the stream stops). feedMu is held.
+func (r *replica) takeFeed() {
+	if !r.raftFed {
+		r.raftFed = true
+		kick(r.roleKick)
+	}
+}
+
 func (f fsmFeed) Restore(rc io.ReadCloser) error {
 	r := &f.n.rep
 	r.feedMu.Lock()
 	defer r.feedMu.Unlock()
-	r.raftFed = true
+	r.takeFeed()
 	err := f.n.fsm.Restore(rc)
 	r.hub.Reset(f.n.fsm.LastIndex())
 	return err
 }
 
+// watchStatus tells the stream's clients at once when the leader
+// changes (on every server) or the servers do (on the leader), rather
+// than at their next heartbeat.
+func (n *Node) watchStatus(ch <-chan raft.Observation) {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-ch:
+			n.rep.statusMu.Lock()
+			n.rep.statusAt = time.Time{}
+			n.rep.statusMu.Unlock()
+			n.rep.hub.StatusChanged()
+		}
+	}
+}
+
+// observeStatus registers watchStatus with Raft.
+func (n *Node) observeStatus() {
+	ch := make(chan raft.Observation, 16)
+	n.raft.RegisterObserver(raft.NewObserver(ch, false, func(o *raft.Observation) bool {
+		switch o.Data.(type) {
+		case raft.LeaderObservation, raft.PeerObservation:
+			return true
+		}
+		return false
+	}))
+	n.wg.Add(1)
+	go n.watchStatus(ch)
+}
+
 // newHub makes the server side of the stream.
 func (n *Node) newHub() *stream.Hub {
+	n.rep.roleKick = make(chan struct{}, 1)
 	return stream.NewHub(stream.HubConfig{
 		Snapshot: n.streamSnapshot,
 		Status:   n.streamStatus,
@@ -221,6 +264,8 @@ func (n *Node) watchRole() {
 			return
 		case <-t.C:
 			n.checkRole()
+		case <-n.rep.roleKick:
+			n.checkRole()
 		}
 	}
 }
@@ -258,6 +303,7 @@ func (n *Node) startFollowing() {
 		err := f.Run(ctx)
 		if errors.Is(err, stream.ErrStop) {
 			n.logger.Printf("stream: Raft feeds this node's state now; stopped following")
+			kick(n.rep.roleKick)
 		}
 	}()
 }

@@ -12,8 +12,9 @@
 //     encoding) when that index is older than the window, then
 //   - every committed entry after it (index and the command bytes, as in
 //     the Raft log), in order, as the server's FSM applies them, and
-//   - a heartbeat every second, carrying the server's applied index and
-//     the cluster's status (the leader, the servers), which is how a client
+//   - a heartbeat every two seconds when idle, and at once when the
+//     status changes, carrying the server's applied index and the
+//     cluster's status (the leader, the servers), which is how a client
 //     knows where to forward writes.
 //
 // The stream is resumable from any index, so a client whose server dies

@@ -17,7 +17,7 @@ import (
 const (
 	DefaultWindowEntries = 4096
 	DefaultWindowBytes   = 64 << 20
-	DefaultHeartbeat     = time.Second
+	DefaultHeartbeat     = 2 * time.Second
 	writeTimeout         = 30 * time.Second // one frame to a subscriber
 )
 
@@ -78,6 +78,7 @@ type sub struct {
 	q     []Entry
 	bytes int
 	gone  string // why the subscriber must be closed; "" while it may go on
+	beat  bool   // send a heartbeat now: the status changed
 	wake  chan struct{}
 }
 
@@ -140,6 +141,20 @@ func (h *Hub) Reset(index uint64) {
 	h.window, h.bytes, h.floor, h.last = nil, 0, index, index
 	for s := range h.subs {
 		s.drop("the server's state was replaced by a snapshot")
+	}
+}
+
+// StatusChanged sends every subscriber a heartbeat now, with the new
+// status (a new leader, a server added or removed), instead of at its
+// next interval: clients learn where to forward writes at once.
+func (h *Hub) StatusChanged() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for s := range h.subs {
+		s.mu.Lock()
+		s.beat = true
+		s.mu.Unlock()
+		s.kick()
 	}
 }
 
@@ -253,8 +268,8 @@ func (h *Hub) Serve(ctx context.Context, c net.Conn) error {
 	}
 	for {
 		s.mu.Lock()
-		q, gone := s.q, s.gone
-		s.q, s.bytes = nil, 0
+		q, gone, beat := s.q, s.gone, s.beat
+		s.q, s.bytes, s.beat = nil, 0, false
 		s.mu.Unlock()
 		if gone != "" {
 			return errors.New(gone)
@@ -268,7 +283,11 @@ func (h *Hub) Serve(ctx context.Context, c net.Conn) error {
 			}
 			cur = e.Index
 		}
-		if len(q) > 0 {
+		if beat {
+			if err := heartbeat(); err != nil {
+				return err
+			}
+		} else if len(q) > 0 {
 			if err := flush(); err != nil {
 				return err
 			}
