@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"9fans.net/go/plan9/client"
 )
 
 // BenchmarkScale starts N real node processes on loopback (n1 bootstraps,
@@ -111,12 +113,6 @@ func runScale(b *testing.B, size int, leg string) {
 	}
 	hc := &http.Client{Timeout: 2 * time.Second}
 	done := map[string]bool{}
-	conns := map[string]*conn9{}
-	defer func() {
-		for _, cn := range conns {
-			cn.close()
-		}
-	}()
 	deadline := begin.Add(120 * time.Second)
 	var last string
 	nextNote := time.Now().Add(10 * time.Second)
@@ -135,16 +131,7 @@ func runScale(b *testing.B, size int, leg string) {
 			if n.p.exited() {
 				b.Fatalf("%s exited: %s", n.name, n.p.tail())
 			}
-			cn := conns[n.name]
-			if cn == nil {
-				var err error
-				if cn, err = dial9(n.p9); err != nil {
-					last = n.name + ": " + err.Error()
-					continue
-				}
-				conns[n.name] = cn
-			}
-			ms, err := cn.read("cluster/members")
+			ms, err := readWithin(n.p9, "cluster/members", 2*time.Second)
 			if err != nil {
 				last = n.name + ": " + err.Error()
 				continue
@@ -174,18 +161,9 @@ func runScale(b *testing.B, size int, leg string) {
 		time.Sleep(250 * time.Millisecond)
 	}
 	formed := time.Since(begin)
-	for _, cn := range conns {
-		cn.close()
-	}
-	conns = nil
 
 	// Roles, as n1 sees them.
-	cn, err := dial9(c.nodes[0].p9)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ms, err := cn.read("cluster/members")
-	cn.close()
+	ms, err := readWithin(c.nodes[0].p9, "cluster/members", 10*time.Second)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -243,6 +221,27 @@ func runScale(b *testing.B, size int, leg string) {
 		}()
 	}
 	wg.Wait()
+}
+
+// readWithin reads one file on a 9P connection of its own, all within
+// d: a node too busy to answer is tried again, never waited on.
+func readWithin(addr, path string, d time.Duration) (string, error) {
+	nc, err := net.DialTimeout("tcp", addr, d)
+	if err != nil {
+		return "", err
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(d))
+	conn, err := client.NewConn(nc)
+	if err != nil {
+		return "", err
+	}
+	fsys, err := conn.Attach(nil, "bench", "")
+	if err != nil {
+		return "", err
+	}
+	cn := &conn9{conn, fsys}
+	return cn.read(path)
 }
 
 func mean(xs []float64) float64 {
