@@ -327,7 +327,7 @@ func aliveVoters(ms []member) []string {
 func raftServers(ms []member) int {
 	n := 0
 	for _, m := range ms {
-		if m.role != "none" {
+		if m.role != "none" && m.role != "client" {
 			n++
 		}
 	}

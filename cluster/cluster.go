@@ -51,6 +51,11 @@ type Meta struct {
 	// Leaving is set just before a graceful leave, so the others can tell
 	// a departure from a failure (memberlist reports both as a leave).
 	Leaving bool `json:"l,omitempty"`
+	// Server is set while the node is in the Raft configuration: clients
+	// follow the change stream of such nodes. Want is set by -server: the
+	// node asks the leader to make it a server.
+	Server bool `json:"s,omitempty"`
+	Want   bool `json:"w,omitempty"`
 }
 
 // Member is one node as gossip sees it.

@@ -178,8 +178,13 @@ func (n *Node) Events(ctx context.Context, after uint64) ([]p9.Event, error) {
 // LastEvent is the newest event's index.
 func (n *Node) LastEvent() uint64 { return n.events.lastIndex() }
 
-// role is a server's Raft role as cluster/members and node show it.
+// roles are the servers' Raft roles as cluster/members and node show
+// them, and the leader's name; a node not among them is a client. A
+// client knows them from its server's stream.
 func (n *Node) roles() (map[string]string, string) {
+	if !n.rep.isServer.Load() {
+		return n.clientRoles()
+	}
 	roles := map[string]string{}
 	_, leaderID := n.raft.LeaderWithID()
 	if f := n.raft.GetConfiguration(); f.Error() == nil {
@@ -202,7 +207,7 @@ func (n *Node) NodeInfo() string {
 	roles, leader := n.roles()
 	role := roles[n.cfg.Name]
 	if role == "" {
-		role = "none"
+		role = "client"
 	}
 	if leader == "" {
 		leader = "none"
@@ -225,7 +230,7 @@ func (n *Node) Members() string {
 	for _, m := range n.gossip.Members() {
 		role := roles[m.Name]
 		if role == "" {
-			role = "none"
+			role = "client"
 		}
 		tools := m.Meta.Tools
 		if m.Name == n.cfg.Name {

@@ -33,6 +33,8 @@ type Config struct {
 	Advertise   string // host peers use to reach this node
 	Join        []string
 	Voters      int    // default 5
+	Servers     int    // servers (voters and non-voters) the leader keeps; default: Voters
+	Server      bool   // this node asks to be a server (-server)
 	EncryptKey  []byte // gossip key
 	TLSCert     string
 	TLSKey      string

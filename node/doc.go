@@ -28,6 +28,12 @@
 // (tlsconfig.go) or TLS with certificates derived from the gossip key
 // (keytls.go), with deadlines, message caps and a connection cap. A node
 // refuses ports that leave loopback without their credential (ports.go).
+// A node in Raft's configuration is a server: Raft feeds its FSM and its
+// stream.Hub serves the change stream of what the FSM applies (protocol
+// byte 'S'); any other node is a client whose stream.Follower feeds the
+// same FSM from a server, and whose writes go to the leader the stream
+// names (replica.go). The leader keeps -voters voters and -servers
+// servers in all, taking nodes that ask (-server) first (leader.go).
 // It checks 9P attaches against the tokens in its FSM,
 // serves token/, ends a revoked token's connections and makes its own
 // admin token at first start (tokens.go). With Config.AuditFile, every

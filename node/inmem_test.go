@@ -203,11 +203,12 @@ func (l *inmemLog) Write(p []byte) (int, error) {
 // transports, with partitions that Raft and write forwarding respect.
 // Gossip is never partitioned, only lost with a crashed node.
 type inmemCluster struct {
-	t      *testing.T
-	root   string
-	voters int // Config.Voters; 0 = the default
-	gossip *gossipNet
-	log    *inmemLog
+	t       *testing.T
+	root    string
+	voters  int // Config.Voters; 0 = the default
+	servers int // Config.Servers; 0 = the default (voters)
+	gossip  *gossipNet
+	log     *inmemLog
 	// void stands for the far side of a partition: it takes Raft RPCs and
 	// never answers, so they time out as over a cut network.
 	void *raft.InmemTransport
@@ -273,7 +274,7 @@ func (c *inmemCluster) add(name string) *Node {
 	addr, tr := raft.NewInmemTransport(raft.ServerAddress("raft-" + name))
 	m := &inmemMember{name: name, raftTr: tr, gossTr: c.gossip.newTransport(), down: true}
 	m.cfg = Config{
-		Name: name, DataDir: filepath.Join(c.root, name), Voters: c.voters,
+		Name: name, DataDir: filepath.Join(c.root, name), Voters: c.voters, Servers: c.servers,
 		RaftTransport: tr, GossipTransport: m.gossTr, Dial: c.dialer(name),
 		LogOutput: c.log,
 	}
@@ -767,7 +768,11 @@ func Test_InMem_MinorityPartition(t *testing.T) {
 // healthy non-voter and demotes the dead voter, keeping three live voters.
 func Test_InMem_VoterReplacement(t *testing.T) {
 	t.Parallel()
-	c := newInmemCluster(t, 3, "n1", "n2", "n3", "n4")
+	c := newInmemCluster(t, 3)
+	c.servers = 4 // a non-voter to promote
+	for _, name := range []string{"n1", "n2", "n3", "n4"} {
+		c.add(name)
+	}
 	all := c.up()
 	l := c.waitLeader(all...)
 	want := map[string]raft.ServerSuffrage{"n1": raft.Voter, "n2": raft.Voter, "n3": raft.Voter, "n4": raft.Nonvoter}
@@ -797,7 +802,9 @@ func Test_InMem_VoterReplacement(t *testing.T) {
 // voter that leaves is removed and a non-voter promoted in its place.
 func Test_InMem_NonVoterPromotion(t *testing.T) {
 	t.Parallel()
-	c := newInmemCluster(t, 3, "n1")
+	c := newInmemCluster(t, 3)
+	c.servers = 5
+	c.add("n1")
 	for i, name := range []string{"n2", "n3", "n4", "n5"} {
 		c.add(name)
 		want := raft.Voter

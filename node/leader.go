@@ -107,7 +107,10 @@ func (n *Node) noteUnreachable(name string, err error) {
 // reconcileMembers makes Raft's configuration follow gossip:
 //   - alive nodes not in it whose cluster port answers (through mutual
 //     TLS when configured) are added: as voters while there are fewer
-//     than Config.Voters, else as non-voters;
+//     than Config.Voters, else as non-voters while there are fewer live
+//     servers than Config.Servers or when the node asks to be a server
+//     (-server); the others stay clients (replica.go). Nodes that ask
+//     are taken first, then by name;
 //   - a node whose cluster address changed is re-added at the new one;
 //   - nodes that left are removed;
 //   - a dead voter is replaced: a healthy non-voter is promoted and the
@@ -158,11 +161,29 @@ func (n *Node) reconcileMembers() (done bool) {
 		return err == nil
 	}
 
-	for name, m := range members {
+	healthy := func(name string) bool {
+		m, ok := members[name]
+		return ok && m.State == "alive" && !m.Meta.Leaving
+	}
+	// Servers in all the leader keeps: -servers, at least -voters. A
+	// dead server does not count, so a client takes its place; nodes that
+	// ask to be servers (-server) are always added.
+	wantServers := max(n.cfg.Voters, n.cfg.Servers)
+	live := 0
+	for name := range servers {
+		if name == n.cfg.Name || healthy(name) {
+			live++
+		}
+	}
+	for _, m := range serverCandidates(members) {
+		name := m.Name
 		if m.State != "alive" || m.Meta.Cluster == "" || m.Meta.Leaving || name == n.cfg.Name {
 			continue
 		}
 		s, known := servers[name]
+		if !known && voters >= n.cfg.Voters && live >= wantServers && !m.Meta.Want {
+			continue // a client: it follows the change stream
+		}
 		addr := raft.ServerAddress(m.Meta.Cluster)
 		if (!known || s.Address != addr) && !reachable(name, m.Meta.Cluster) {
 			continue
@@ -173,10 +194,12 @@ func (n *Node) reconcileMembers() (done bool) {
 				return false
 			}
 			voters++
+			live++
 		case !known:
 			if !change("added "+name+" as a non-voter", n.raft.AddNonvoter(raft.ServerID(name), addr, 0, wait)) {
 				return false
 			}
+			live++
 		case s.Address != addr && s.Suffrage == raft.Voter:
 			if !change("moved "+name+" to "+string(addr), n.raft.AddVoter(s.ID, addr, 0, wait)) {
 				return false
@@ -188,10 +211,6 @@ func (n *Node) reconcileMembers() (done bool) {
 		}
 	}
 
-	healthy := func(name string) bool {
-		m, ok := members[name]
-		return ok && m.State == "alive" && !m.Meta.Leaving
-	}
 	var spares []raft.Server // healthy non-voters, in configuration order
 	for _, s := range f.Configuration().Servers {
 		if s.Suffrage != raft.Voter && healthy(string(s.ID)) && reachable(string(s.ID), string(s.Address)) {

@@ -71,7 +71,7 @@ func (n *Node) raftLogger() hclog.Logger {
 // cluster logs as it forms: a node's first election, with no leader ever
 // seen (a cluster of one bootstrapping), and a new member with an empty
 // log being caught up from its first entry (on the leader and on the new
-// member).
+// member), and a client's idle Raft, in no configuration.
 func raftStartNoise(msg string, args []any) bool {
 	switch msg {
 	case "heartbeat timeout reached, starting election":
@@ -80,6 +80,9 @@ func raftStartNoise(msg string, args []any) bool {
 		return fmt.Sprint(argValue(args, "next")) == "1"
 	case "failed to get previous log":
 		return fmt.Sprint(argValue(args, "last-index")) == "0"
+	case "no known peers, aborting election":
+		// A client's Raft: it is in no configuration, and stays idle.
+		return true
 	}
 	return false
 }

@@ -97,6 +97,9 @@ func (n *Node) Ready() error {
 	if n.raft == nil {
 		return errors.New("raft has not started")
 	}
+	if !n.rep.isServer.Load() {
+		return n.clientReady()
+	}
 	if n.raft.State() != raft.Leader {
 		if addr, _ := n.raft.LeaderWithID(); addr == "" {
 			return errors.New("the cluster has no leader this node knows of")

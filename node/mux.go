@@ -22,6 +22,7 @@ const (
 	protoRaft    byte = 'R' // hashicorp/raft's NetworkTransport
 	protoForward byte = 'F' // writes forwarded to the leader
 	protoPing    byte = 'P' // the leader checks a node's cluster port before admitting it
+	protoStream  byte = 'S' // a client follows a server's change stream (replica.go)
 )
 
 // handshakeTimeout bounds how long an accepted connection may take to
@@ -215,6 +216,8 @@ func (n *Node) ServeClusterConn(c net.Conn) {
 		n.serveCall(c)
 	case b[0] == protoBlob:
 		n.serveBlob(c)
+	case b[0] == protoStream:
+		n.serveStream(c)
 	case b[0] == protoPing:
 		c.SetWriteDeadline(time.Now().Add(handshakeTimeout))
 		c.Write([]byte{protoPing})

@@ -60,6 +60,7 @@ type Node struct {
 	notices   commitNotices // notice.go
 	ri        readIndex     // readindex.go
 	route     router
+	rep       replica // servers and clients (replica.go)
 
 	unreachMu sync.Mutex
 	unreach   map[string]string // node → why the leader keeps it out of Raft
@@ -162,12 +163,16 @@ func New(cfg Config) (n *Node, err error) {
 	if err := n.setupAnon(); err != nil {
 		return nil, err
 	}
+	n.rep.hub = n.newHub()
 	if err := n.startRaft(); err != nil {
 		return nil, err
 	}
 	if err := n.startGossip(); err != nil {
 		return nil, err
 	}
+	n.checkRole() // a client follows the stream from now on
+	n.wg.Add(1)
+	go n.watchRole()
 	if err := n.waitLeader(applyTimeout); err != nil {
 		return nil, err
 	}
@@ -301,11 +306,12 @@ func (n *Node) startRaft() error {
 	default:
 		n.logger.Printf("no raft state in %s: joining through %s; the leader will add this node", dir, strings.Join(n.cfg.Join, ","))
 	}
-	r, err := raft.NewRaft(rc, n.fsm, w, w, snaps, n.transport)
+	r, err := raft.NewRaft(rc, fsmFeed{n}, w, w, snaps, n.transport)
 	if err != nil {
 		return fmt.Errorf("start raft: %w", err)
 	}
 	n.raft = r
+	n.observeStatus()
 	n.wg.Add(1)
 	go n.watchLeadership(notify)
 	return nil
@@ -363,7 +369,8 @@ func (n *Node) advertiseAddr(bound net.Addr) (net.Addr, error) {
 
 // meta is what this node advertises by gossip.
 func (n *Node) meta() cluster.Meta {
-	return cluster.Meta{Cluster: string(n.transport.LocalAddr()), P9: n.P9Addr(), Tools: n.catalog.count()}
+	return cluster.Meta{Cluster: string(n.transport.LocalAddr()), P9: n.P9Addr(), Tools: n.catalog.count(),
+		Server: n.rep.isServer.Load(), Want: n.cfg.Server}
 }
 
 func (n *Node) startGossip() error {
@@ -651,7 +658,7 @@ func (n *Node) applyOnce(t raftfsm.CommandType, data []byte, once bool, timeout 
 		r, _, err := n.applyHere(data, timeout, "this node")
 		return r, err
 	}
-	addr, _ := n.raft.LeaderWithID()
+	addr, _ := n.leaderAddr()
 	if addr == "" {
 		return raftfsm.Result{}, ErrNoLeader
 	}
@@ -734,6 +741,9 @@ func (n *Node) Close() error {
 			}
 		}
 		n.cancel()
+		if n.rep.hub != nil {
+			n.rep.hub.Close()
+		}
 		if n.gossip != nil {
 			if err := n.gossip.Leave(2 * time.Second); err != nil {
 				n.warnf("gossip leave: %v", err)

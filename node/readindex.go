@@ -126,7 +126,7 @@ func (n *Node) leaderCommitIndex(began time.Time) (uint64, error) {
 	if !n.ri.at.IsZero() && !n.ri.at.Before(began) {
 		return n.ri.index, nil
 	}
-	addr, _ := n.raft.LeaderWithID()
+	addr, _ := n.leaderAddr()
 	if addr == "" {
 		return 0, ErrNoLeader
 	}

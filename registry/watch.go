@@ -82,9 +82,16 @@ func watchDir(ctx context.Context, dir string, debounce time.Duration, logf func
 		timer.Reset(time.Until(fire))
 	}
 
+	// The poll only serves a directory not watched yet; while it is
+	// watched its channel is nil, so the ticker never wakes the process
+	// (a timer nobody waits on is not run).
 	poll := time.NewTicker(watchPollEvery)
 	defer poll.Stop()
 	for {
+		var pollC <-chan time.Time
+		if !dw.watching {
+			pollC = poll.C
+		}
 		select {
 		case <-ctx.Done():
 			timer.Stop()
@@ -92,7 +99,7 @@ func watchDir(ctx context.Context, dir string, debounce time.Duration, logf func
 		case <-timer.C:
 			pending = false
 			onChange()
-		case <-poll.C:
+		case <-pollC:
 			if !dw.watching && dw.watch() {
 				changed()
 			}

@@ -916,7 +916,7 @@ func Test_E2E_Cluster_TLS(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: cluster/members: %v", n.name, err)
 				}
-				if r := m["rogue"].role; r != "" && r != "none" {
+				if r := m["rogue"].role; r != "" && r != "client" {
 					t.Fatalf("the leader gave a node whose certificate the cluster refuses a place in Raft (%s); "+
 						"%s's cluster/members:\n%s", r, n.name, text)
 				}
@@ -949,8 +949,8 @@ func Test_E2E_Cluster_TLS(t *testing.T) {
 	if a.stuck != nil {
 		t.Fatalf("rogue does not serve 9P: %v", a.stuck)
 	}
-	if r, l := nodeField(a.info, "role"), nodeField(a.info, "leader"); r != "none" || l != "none" {
-		t.Errorf("rogue: node says role %q, leader %q; want none and none", r, l)
+	if r, l := nodeField(a.info, "role"), nodeField(a.info, "leader"); r != "client" || l != "none" {
+		t.Errorf("rogue: node says role %q, leader %q; want client and none", r, l)
 	}
 	if a.err == nil {
 		t.Fatal("rogue: session/new succeeded; want a failure (it can reach no leader)")

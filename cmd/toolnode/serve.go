@@ -43,6 +43,8 @@ func serve(args []string) (err error) {
 	fs.StringVar(&cfg.Advertise, "advertise", "", "address peers use to reach this node")
 	fs.StringVar(&join, "join", "", "gossip address(es) of existing members, comma-separated")
 	fs.IntVar(&cfg.Voters, "voters", node.DefaultVoters, "raft voters the leader keeps")
+	fs.IntVar(&cfg.Servers, "servers", 0, "raft servers (voters and non-voters) the leader keeps; the other nodes are clients (default: -voters)")
+	fs.BoolVar(&cfg.Server, "server", false, "ask the leader to make this node a raft server (a non-voter beyond -voters) rather than a client")
 	fs.StringVar(&encrypt, "encrypt", os.Getenv("TOOLNODE_GOSSIP_KEY"), "gossip key (base64, from toolnode keygen; default $TOOLNODE_GOSSIP_KEY, which keeps it out of ps)")
 	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "node-to-node TLS certificate")
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "node-to-node TLS key")

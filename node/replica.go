@@ -1,0 +1,432 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/toolnode/toolnode/cluster"
+	"github.com/toolnode/toolnode/stream"
+)
+
+// Servers and clients (DESIGN §4). A node whose name is in Raft's
+// configuration is a server: Raft feeds its FSM, and its Hub serves the
+// change stream of what the FSM applies. Any other node is a client: a
+// stream.Follower feeds the same FSM from a server's stream, so the node
+// serves the same tree from a full local replica, and forwards writes to
+// the leader the stream names. Every node starts Raft (a client's is idle:
+// in no configuration, it neither votes nor campaigns), so a client that
+// the leader adds to Raft becomes a server without a restart: its role
+// loop sees itself in the configuration and stops following.
+//
+// One FSM, two feeds: feedMu orders them. Raft's feed marks the FSM as
+// Raft's (raftFed) and the stream's feed stops when it sees that; an
+// entry at or below the FSM's index has been applied from the stream
+// already (the same log) and is skipped, so a client that becomes a
+// server, replicated from the start of the log or from a snapshot, never
+// applies an entry twice. A server taken out of the configuration hands
+// its FSM back to the stream.
+
+// roleEvery is how often a node checks whether it is in the Raft
+// configuration. A client the leader adds learns it at once: Raft's first
+// entry stops its stream (stream.ErrStop), which checks the role then.
+// Each wake-up of an idle node costs CPU, so the check is not more often.
+const roleEvery = 5 * time.Second
+
+// statusEvery bounds how often a server reads Raft for the status its
+// stream heartbeats carry, however many clients follow it.
+const statusEvery = 250 * time.Millisecond
+
+// streamDialTimeout bounds one dial of a server's stream.
+const streamDialTimeout = 2 * time.Second
+
+// replica is the node's state of the server/client split.
+type replica struct {
+	feedMu  sync.Mutex // held while either feed changes the FSM
+	raftFed bool       // Raft has fed the FSM since it was last handed to the stream
+
+	hub      *stream.Hub
+	isServer atomic.Bool
+	roleKick chan struct{} // check the role now
+
+	mu       sync.Mutex
+	follower *stream.Follower // nil on a server
+	stop     context.CancelFunc
+	done     chan struct{}
+
+	statusMu sync.Mutex
+	status   stream.Status
+	statusAt time.Time
+}
+
+// fsmFeed is the raft.FSM Raft is given: the node's FSM, fed under
+// feedMu, each applied command published to the stream's Hub.
+type fsmFeed struct{ n *Node }
+
+var _ raft.FSM = fsmFeed{}
+
+func (f fsmFeed) Apply(l *raft.Log) any {
+	r := &f.n.rep
+	r.feedMu.Lock()
+	defer r.feedMu.Unlock()
+	r.takeFeed()
+	if l.Type == raft.LogCommand && l.Index <= f.n.fsm.LastIndex() {
+		return nil // applied from the stream before this node joined Raft
+	}
+	resp := f.n.fsm.Apply(l)
+	if l.Type == raft.LogCommand {
+		r.hub.Publish(l.Index, l.Data)
+	}
+	return resp
+}
+
+func (f fsmFeed) Snapshot() (raft.FSMSnapshot, error) { return f.n.fsm.Snapshot() }
+
+// takeFeed marks the FSM as Raft's; the first time, the role is checked
+// at once (the stream stops). feedMu is held.
+func (r *replica) takeFeed() {
+	if !r.raftFed {
+		r.raftFed = true
+		kick(r.roleKick)
+	}
+}
+
+func (f fsmFeed) Restore(rc io.ReadCloser) error {
+	r := &f.n.rep
+	r.feedMu.Lock()
+	defer r.feedMu.Unlock()
+	r.takeFeed()
+	err := f.n.fsm.Restore(rc)
+	r.hub.Reset(f.n.fsm.LastIndex())
+	return err
+}
+
+// watchStatus tells the stream's clients at once when the leader
+// changes (on every server) or the servers do (on the leader), rather
+// than at their next heartbeat.
+func (n *Node) watchStatus(ch <-chan raft.Observation) {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-ch:
+			n.rep.statusMu.Lock()
+			n.rep.statusAt = time.Time{}
+			n.rep.statusMu.Unlock()
+			n.rep.hub.StatusChanged()
+		}
+	}
+}
+
+// observeStatus registers watchStatus with Raft.
+func (n *Node) observeStatus() {
+	ch := make(chan raft.Observation, 16)
+	n.raft.RegisterObserver(raft.NewObserver(ch, false, func(o *raft.Observation) bool {
+		switch o.Data.(type) {
+		case raft.LeaderObservation, raft.PeerObservation:
+			return true
+		}
+		return false
+	}))
+	n.wg.Add(1)
+	go n.watchStatus(ch)
+}
+
+// newHub makes the server side of the stream.
+func (n *Node) newHub() *stream.Hub {
+	n.rep.roleKick = make(chan struct{}, 1)
+	return stream.NewHub(stream.HubConfig{
+		Snapshot: n.streamSnapshot,
+		Status:   n.streamStatus,
+		Logf:     n.logger.Printf,
+	})
+}
+
+// streamSnapshot captures the FSM for a client the window does not
+// cover, with the index it includes; under feedMu nothing is applied
+// meanwhile.
+func (n *Node) streamSnapshot() (uint64, func(io.Writer) error, error) {
+	n.rep.feedMu.Lock()
+	snap, err := n.fsm.Snapshot()
+	index := n.fsm.LastIndex()
+	n.rep.feedMu.Unlock()
+	if err != nil {
+		return 0, nil, err
+	}
+	return index, func(w io.Writer) error {
+		defer snap.Release()
+		return snap.Persist(&writerSink{w: w})
+	}, nil
+}
+
+// writerSink is a raft.SnapshotSink that writes to a stream.
+type writerSink struct{ w io.Writer }
+
+func (s *writerSink) Write(p []byte) (int, error) { return s.w.Write(p) }
+func (s *writerSink) Close() error                { return nil }
+func (s *writerSink) ID() string                  { return "stream" }
+func (s *writerSink) Cancel() error               { return nil }
+
+// streamStatus is the cluster as this server sees it: the leader and the
+// servers. It is read from Raft at most every statusEvery, however many
+// clients follow this node.
+func (n *Node) streamStatus() stream.Status {
+	r := &n.rep
+	r.statusMu.Lock()
+	defer r.statusMu.Unlock()
+	if time.Since(r.statusAt) < statusEvery {
+		return r.status
+	}
+	var st stream.Status
+	addr, id := n.raft.LeaderWithID()
+	st.Leader, st.LeaderAddr = string(id), string(addr)
+	if f := n.raft.GetConfiguration(); f.Error() == nil {
+		for _, s := range f.Configuration().Servers {
+			st.Servers = append(st.Servers, stream.Server{Name: string(s.ID), Addr: string(s.Address), Voter: s.Suffrage == raft.Voter})
+		}
+	}
+	r.status, r.statusAt = st, time.Now()
+	return st
+}
+
+// serveStream answers a client's stream request on the cluster port; a
+// client closes it at once and asks another node.
+func (n *Node) serveStream(c net.Conn) {
+	if !n.rep.isServer.Load() {
+		n.logger.Printf("stream: %s asked this node, a client, for the change stream; closing", c.RemoteAddr())
+		c.Close()
+		return
+	}
+	if err := n.rep.hub.Serve(n.ctx, c); err != nil && n.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.EOF) {
+		n.logger.Printf("stream: client %s: %v", c.RemoteAddr(), err)
+	}
+}
+
+// inRaft reports whether this node is in Raft's latest configuration.
+func (n *Node) inRaft() (bool, error) {
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return false, err
+	}
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == n.cfg.Name {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// checkRole makes the node a server or a client by whether it is in
+// Raft's configuration.
+func (n *Node) checkRole() {
+	in, err := n.inRaft()
+	if err != nil {
+		return
+	}
+	was := n.rep.isServer.Swap(in)
+	switch {
+	case in && !was:
+		n.stopFollowing()
+		if n.started() {
+			n.logger.Printf("role: this node is in the Raft configuration: a server")
+		}
+		kick(n.metaKick)
+	case !in:
+		if was {
+			n.logger.Printf("role: this node is not in the Raft configuration: a client, following the change stream")
+			kick(n.metaKick)
+		}
+		n.startFollowing()
+	}
+}
+
+// started: the node's start has gone past Raft (a role is news then).
+func (n *Node) started() bool { return n.gossip != nil }
+
+// watchRole checks the node's role every roleEvery.
+func (n *Node) watchRole() {
+	defer n.wg.Done()
+	defer n.stopFollowing()
+	t := time.NewTicker(roleEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+			n.checkRole()
+		case <-n.rep.roleKick:
+			n.checkRole()
+		}
+	}
+}
+
+// startFollowing runs a Follower unless one runs; its FSM is the stream's
+// from now on.
+func (n *Node) startFollowing() {
+	r := &n.rep
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.follower != nil {
+		return
+	}
+	r.feedMu.Lock()
+	r.raftFed = false
+	r.feedMu.Unlock()
+	f := stream.NewFollower(stream.FollowerConfig{
+		Name:    n.cfg.Name,
+		Servers: n.streamServers,
+		Dial: func(ctx context.Context, addr string) (net.Conn, error) {
+			return n.dialCluster(addr, protoStream, streamDialTimeout)
+		},
+		Index:       n.fsm.LastIndex,
+		Apply:       n.streamApply,
+		Restore:     n.streamRestore,
+		Logf:        n.logger.Printf,
+		MaxEntry:    maxForward,
+		MaxSnapshot: stream.DefaultMaxSnapshot,
+	})
+	ctx, cancel := context.WithCancel(n.ctx)
+	done := make(chan struct{})
+	r.follower, r.stop, r.done = f, cancel, done
+	go func() {
+		defer close(done)
+		err := f.Run(ctx)
+		if errors.Is(err, stream.ErrStop) {
+			n.logger.Printf("stream: Raft feeds this node's state now; stopped following")
+			kick(n.rep.roleKick)
+		}
+	}()
+}
+
+// stopFollowing stops the Follower, if one runs, and waits for it.
+func (n *Node) stopFollowing() {
+	r := &n.rep
+	r.mu.Lock()
+	stop, done := r.stop, r.done
+	r.follower, r.stop, r.done = nil, nil, nil
+	r.mu.Unlock()
+	if stop != nil {
+		stop()
+		<-done
+	}
+}
+
+// followerState is the Follower's report; ok is false on a server.
+func (n *Node) followerState() (stream.State, *stream.Follower) {
+	r := &n.rep
+	r.mu.Lock()
+	f := r.follower
+	r.mu.Unlock()
+	if f == nil {
+		return stream.State{}, nil
+	}
+	return f.State(), f
+}
+
+// streamServers are the servers a client may follow: alive members that
+// gossip they are in Raft.
+func (n *Node) streamServers() []string {
+	var out []string
+	for _, m := range n.gossip.Members() {
+		if m.State == "alive" && m.Meta.Server && !m.Meta.Leaving && m.Meta.Cluster != "" && m.Name != n.cfg.Name {
+			out = append(out, m.Meta.Cluster)
+		}
+	}
+	return out
+}
+
+func (n *Node) streamApply(index uint64, data []byte) error {
+	r := &n.rep
+	r.feedMu.Lock()
+	defer r.feedMu.Unlock()
+	if r.raftFed {
+		return stream.ErrStop
+	}
+	if index <= n.fsm.LastIndex() {
+		return nil
+	}
+	n.fsm.Apply(&raft.Log{Index: index, Term: 0, Type: raft.LogCommand, Data: data})
+	return nil
+}
+
+func (n *Node) streamRestore(index uint64, rd io.Reader) error {
+	r := &n.rep
+	r.feedMu.Lock()
+	defer r.feedMu.Unlock()
+	if r.raftFed {
+		return stream.ErrStop
+	}
+	if err := n.fsm.Restore(io.NopCloser(rd)); err != nil {
+		return err
+	}
+	if got := n.fsm.LastIndex(); got != index {
+		return fmt.Errorf("the snapshot restored index %d, not the %d it announced", got, index)
+	}
+	return nil
+}
+
+// leaderAddr is where writes go: Raft's leader on a server, the leader
+// the stream names on a client.
+func (n *Node) leaderAddr() (addr, id string) {
+	if a, i := n.raft.LeaderWithID(); a != "" {
+		return string(a), string(i)
+	}
+	if st, f := n.followerState(); f != nil && st.Server != "" {
+		return st.Status.LeaderAddr, st.Status.Leader
+	}
+	return "", ""
+}
+
+// clientRoles are the roles a client knows from its server's status.
+func (n *Node) clientRoles() (map[string]string, string) {
+	st, _ := n.followerState()
+	roles := map[string]string{}
+	for _, s := range st.Status.Servers {
+		role := "voter"
+		if !s.Voter {
+			role = "nonvoter"
+		}
+		if s.Name == st.Status.Leader {
+			role = "leader"
+		}
+		roles[s.Name] = role
+	}
+	return roles, st.Status.Leader
+}
+
+// clientReady: a client follows a server heard from lately and has
+// applied what that server reported.
+func (n *Node) clientReady() error {
+	_, f := n.followerState()
+	if f == nil {
+		return errors.New("not following any server")
+	}
+	return f.Ready()
+}
+
+// serverCandidates orders the alive members the leader may add to Raft:
+// those that ask to be servers (-server) first, then by name, so the
+// choice is the same whichever node leads.
+func serverCandidates(ms map[string]cluster.Member) []cluster.Member {
+	out := make([]cluster.Member, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Meta.Want != out[j].Meta.Want {
+			return out[i].Meta.Want
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}

@@ -1,0 +1,277 @@
+package stream
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"net"
+	"sort"
+	"sync"
+	"time"
+)
+
+// ErrStop, returned by FollowerConfig.Apply or Restore, ends Run: the
+// replica is fed by something else now (the node became a server).
+var ErrStop = errors.New("stream: the replica is no longer fed by the stream")
+
+// Defaults of a Follower.
+const (
+	DefaultMaxEntry    = 64 << 20
+	DefaultMaxSnapshot = 1 << 30
+	retryFailed        = 2 * time.Second // a server that failed is tried again after this
+	rebalanceEvery     = 5 * time.Second // how often a client checks that it follows its best-ranked server
+)
+
+// errRebalance ends following a server that is no longer this client's
+// best-ranked one (a server that appeared since it connected): clients
+// that connected while the cluster had one server spread once it has
+// more.
+var errRebalance = errors.New("a better-ranked server is up: moving to it")
+
+// FollowerConfig configures a Follower.
+type FollowerConfig struct {
+	// Name ranks the servers for this client (rendezvous hashing).
+	Name string
+	// Servers lists the cluster addresses of the servers to follow from
+	// (those gossip says are alive and in Raft), in any order.
+	Servers func() []string
+	// Dial connects to a server's stream (the node's cluster port, its
+	// protocol byte sent).
+	Dial func(ctx context.Context, addr string) (net.Conn, error)
+	// Index is the index the replica has applied.
+	Index func() uint64
+	// Apply applies one entry to the replica; Restore replaces the
+	// replica's state with a snapshot's encoding. Either may return
+	// ErrStop.
+	Apply   func(index uint64, data []byte) error
+	Restore func(index uint64, r io.Reader) error
+	// OnStatus hears the status of each heartbeat.
+	OnStatus func(Status)
+	Logf     func(format string, args ...any)
+
+	Heartbeat   time.Duration // the servers'; a server silent for 5 of them is left; default DefaultHeartbeat
+	MaxEntry    int           // cap of one entry; default DefaultMaxEntry
+	MaxSnapshot int           // cap of a snapshot; default DefaultMaxSnapshot
+	Rebalance   time.Duration // how often to check for a better-ranked server; default 5s
+}
+
+// Follower keeps a replica current from the servers' streams.
+type Follower struct {
+	cfg FollowerConfig
+
+	mu        sync.Mutex
+	server    string    // the server followed now; "" between servers
+	serverIdx uint64    // the index its last heartbeat reported
+	heard     time.Time // its last frame
+	status    Status
+	failed    map[string]time.Time // server → when it last failed
+	moves     int                  // servers left after a failure
+}
+
+// NewFollower returns a Follower; Run starts it.
+func NewFollower(cfg FollowerConfig) *Follower {
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = DefaultHeartbeat
+	}
+	if cfg.MaxEntry <= 0 {
+		cfg.MaxEntry = DefaultMaxEntry
+	}
+	if cfg.MaxSnapshot <= 0 {
+		cfg.MaxSnapshot = DefaultMaxSnapshot
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	if cfg.Rebalance <= 0 {
+		cfg.Rebalance = rebalanceEvery
+	}
+	return &Follower{cfg: cfg, failed: map[string]time.Time{}}
+}
+
+// Rank orders servers for a client by rendezvous hashing of the client's
+// name with each server's address: each client prefers a different
+// server, and when one goes only its clients move.
+func Rank(client string, servers []string) []string {
+	out := append([]string(nil), servers...)
+	w := make(map[string]uint64, len(out))
+	for _, s := range out {
+		h := fnv.New64a()
+		h.Write([]byte(client))
+		h.Write([]byte{0})
+		h.Write([]byte(s))
+		w[s] = mix(h.Sum64())
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if w[out[i]] != w[out[j]] {
+			return w[out[i]] > w[out[j]]
+		}
+		return out[i] < out[j]
+	})
+	return out
+}
+
+// mix is splitmix64's finaliser: FNV's low bits alone spread poorly.
+func mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
+// pick is the best-ranked server that has not failed lately.
+func (f *Follower) pick() string {
+	ranked := Rank(f.cfg.Name, f.cfg.Servers())
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := time.Now()
+	for _, s := range ranked {
+		if t, ok := f.failed[s]; !ok || now.Sub(t) > retryFailed {
+			return s
+		}
+	}
+	return ""
+}
+
+// Run follows until ctx ends or the replica says ErrStop.
+func (f *Follower) Run(ctx context.Context) error {
+	wait := time.Duration(0)
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = 100 * time.Millisecond
+		addr := f.pick()
+		if addr == "" {
+			continue
+		}
+		err := f.follow(ctx, addr)
+		if errors.Is(err, ErrStop) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if errors.Is(err, errRebalance) {
+			f.mu.Lock()
+			f.server = ""
+			f.mu.Unlock()
+			wait = 0
+			continue
+		}
+		f.mu.Lock()
+		f.failed[addr] = time.Now()
+		f.server = ""
+		f.moves++
+		f.mu.Unlock()
+		f.cfg.Logf("stream: left server %s at index %d: %v", addr, f.cfg.Index(), err)
+		wait = 0 // another server at once
+	}
+}
+
+// follow streams from one server until it fails.
+func (f *Follower) follow(ctx context.Context, addr string) error {
+	c, err := f.cfg.Dial(ctx, addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	var hello [helloSize]byte
+	have := f.cfg.Index()
+	binary.BigEndian.PutUint64(hello[:], have)
+	c.SetWriteDeadline(time.Now().Add(5 * f.cfg.Heartbeat))
+	if _, err := c.Write(hello[:]); err != nil {
+		return err
+	}
+	br := bufio.NewReaderSize(c, 64<<10)
+	lim := limits{entry: uint32(f.cfg.MaxEntry), snapshot: uint32(f.cfg.MaxSnapshot)}
+	idle := 5 * f.cfg.Heartbeat
+	first := true
+	checked := time.Now()
+	for {
+		fr, err := readFrame(br, c, lim, idle, 5*time.Minute)
+		if err != nil {
+			return err
+		}
+		switch fr.kind {
+		case frameSnapshot:
+			if err := f.cfg.Restore(fr.index, bytes.NewReader(fr.data)); err != nil {
+				return fmt.Errorf("restoring the snapshot at %d: %w", fr.index, err)
+			}
+		case frameEntry:
+			if fr.index <= f.cfg.Index() {
+				continue // applied already (from another server)
+			}
+			if err := f.cfg.Apply(fr.index, fr.data); err != nil {
+				return fmt.Errorf("applying the entry at %d: %w", fr.index, err)
+			}
+		case frameHeartbeat:
+			var st Status
+			if err := json.Unmarshal(fr.data, &st); err != nil {
+				return fmt.Errorf("heartbeat: %w", err)
+			}
+			f.mu.Lock()
+			f.status, f.serverIdx = st, fr.index
+			f.mu.Unlock()
+			if f.cfg.OnStatus != nil {
+				f.cfg.OnStatus(st)
+			}
+			if first {
+				first = false
+				f.cfg.Logf("stream: following server %s from index %d", addr, have)
+			}
+			if time.Since(checked) >= f.cfg.Rebalance {
+				checked = time.Now()
+				if best := f.pick(); best != "" && best != addr {
+					return errRebalance
+				}
+			}
+		}
+		f.mu.Lock()
+		f.server, f.heard = addr, time.Now()
+		f.mu.Unlock()
+	}
+}
+
+// State is what a follower reports.
+type State struct {
+	Server      string    // the server followed; "" when none
+	ServerIndex uint64    // the index that server last said it applied
+	Heard       time.Time // its last frame
+	Status      Status
+	Moves       int // servers left after a failure since the start
+}
+
+// State reports where the follower is.
+func (f *Follower) State() State {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return State{Server: f.server, ServerIndex: f.serverIdx, Heard: f.heard, Status: f.status, Moves: f.moves}
+}
+
+// Ready is nil when the follower follows a server heard from lately and
+// the replica has applied what that server last reported.
+func (f *Follower) Ready() error {
+	st := f.State()
+	if st.Server == "" {
+		return errors.New("not following any server")
+	}
+	if time.Since(st.Heard) > 3*f.cfg.Heartbeat {
+		return fmt.Errorf("server %s silent for %s", st.Server, time.Since(st.Heard).Round(time.Millisecond))
+	}
+	if idx := f.cfg.Index(); idx < st.ServerIndex {
+		return fmt.Errorf("catching up: applied index %d of server %s's %d", idx, st.Server, st.ServerIndex)
+	}
+	return nil
+}

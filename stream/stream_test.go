@@ -1,0 +1,482 @@
+package stream_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/toolnode/toolnode/raftfsm"
+	"github.com/toolnode/toolnode/stream"
+)
+
+// server is a real raftfsm FSM fed entries in log order, with a Hub
+// publishing them and a loopback listener serving the stream.
+type server struct {
+	t    *testing.T
+	mu   sync.Mutex // feeding and capturing, as the node's FSM wrapper does
+	fsm  *raftfsm.FSM
+	hub  *stream.Hub
+	ln   net.Listener
+	next uint64
+	wg   sync.WaitGroup
+	ctx  context.Context
+	stop context.CancelFunc
+
+	snapshots int // served
+}
+
+func newServer(t *testing.T, window int) *server {
+	t.Helper()
+	s := &server{t: t, fsm: raftfsm.New(nil), next: 1}
+	s.fsm.SetLogf(t.Logf)
+	s.ctx, s.stop = context.WithCancel(context.Background())
+	s.hub = stream.NewHub(stream.HubConfig{
+		WindowEntries: window,
+		Heartbeat:     100 * time.Millisecond,
+		Logf:          t.Logf,
+		Status:        func() stream.Status { return stream.Status{Leader: "L", LeaderAddr: "l:1"} },
+		Snapshot: func() (uint64, func(io.Writer) error, error) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.snapshots++
+			snap, err := s.fsm.Snapshot()
+			if err != nil {
+				return 0, nil, err
+			}
+			return s.fsm.LastIndex(), func(w io.Writer) error { return snap.Persist(&sink{w: w}) }, nil
+		},
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.ln = ln
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				s.hub.Serve(s.ctx, c)
+			}()
+		}
+	}()
+	t.Cleanup(s.kill)
+	return s
+}
+
+// kill stops serving: the listener and every stream.
+func (s *server) kill() {
+	s.stop()
+	s.ln.Close()
+	s.hub.Close()
+	s.wg.Wait()
+}
+
+// apply commits n sessions; every third index is skipped, as Raft's
+// no-ops and configurations are, which the FSM never sees.
+func (s *server) apply(n int) {
+	for range n {
+		s.mu.Lock()
+		if s.next%3 == 0 {
+			s.next++
+		}
+		i := s.next
+		s.next++
+		data := raftfsm.MustEncode(raftfsm.CmdCreateSession, raftfsm.CreateSession{Name: fmt.Sprintf("s%d", i), Time: 1})
+		s.fsm.Apply(&raft.Log{Index: i, Type: raft.LogCommand, Data: data})
+		s.hub.Publish(i, data)
+		s.mu.Unlock()
+	}
+}
+
+type sink struct{ w io.Writer }
+
+func (k *sink) Write(p []byte) (int, error) { return k.w.Write(p) }
+func (k *sink) Close() error                { return nil }
+func (k *sink) ID() string                  { return "stream" }
+func (k *sink) Cancel() error               { return nil }
+
+// client is a replica FSM fed by a Follower; it records every index it
+// applies and fails the test on a gap or a duplicate.
+type client struct {
+	t        *testing.T
+	fsm      *raftfsm.FSM
+	f        *stream.Follower
+	mu       sync.Mutex
+	applied  []uint64
+	restores []uint64
+	servers  []string
+	cancel   context.CancelFunc
+	done     chan error
+}
+
+func newClient(t *testing.T, name string, servers ...string) *client {
+	c := &client{t: t, fsm: raftfsm.New(nil), servers: servers}
+	c.fsm.SetLogf(t.Logf)
+	c.f = c.follower(name)
+	return c
+}
+
+func (c *client) follower(name string) *stream.Follower {
+	return stream.NewFollower(stream.FollowerConfig{
+		Name: name,
+		Servers: func() []string {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			return append([]string(nil), c.servers...)
+		},
+		Dial: func(ctx context.Context, addr string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", addr)
+		},
+		Index: c.fsm.LastIndex,
+		Apply: func(index uint64, data []byte) error {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if n := len(c.applied); n > 0 && index <= c.applied[n-1] {
+				c.t.Errorf("entry %d applied after %d: a duplicate or out of order", index, c.applied[n-1])
+			}
+			c.applied = append(c.applied, index)
+			c.fsm.Apply(&raft.Log{Index: index, Type: raft.LogCommand, Data: data})
+			return nil
+		},
+		Restore: func(index uint64, r io.Reader) error {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			c.restores = append(c.restores, index)
+			c.applied = append(c.applied, index)
+			return c.fsm.Restore(io.NopCloser(r))
+		},
+		Heartbeat: 100 * time.Millisecond,
+		Rebalance: 300 * time.Millisecond,
+		Logf:      c.t.Logf,
+	})
+}
+
+func (c *client) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	c.cancel, c.done = cancel, make(chan error, 1)
+	go func() { c.done <- c.f.Run(ctx) }()
+	c.t.Cleanup(c.stop)
+}
+
+func (c *client) stop() {
+	if c.cancel != nil {
+		c.cancel()
+		<-c.done
+		c.cancel = nil
+	}
+}
+
+// waitFor polls until the replica has applied index and holds the
+// server's sessions, failing the test after a deadline.
+func (c *client) waitFor(s *server) {
+	c.t.Helper()
+	s.mu.Lock()
+	want, names := s.fsm.LastIndex(), s.fsm.SessionNames()
+	s.mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.fsm.LastIndex() < want {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("replica at index %d, want %d", c.fsm.LastIndex(), want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := c.fsm.SessionNames(); !slices.Equal(got, names) {
+		c.t.Fatalf("replica sessions %v, server's %v", got, names)
+	}
+	deadline = time.Now().Add(5 * time.Second)
+	for c.f.Ready() != nil {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("caught up but not ready: %v", c.f.Ready())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// checkSequence: after its snapshots, the replica applied exactly the
+// server's indices, each once, in order.
+func (c *client) checkSequence(s *server) {
+	c.t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := 1; i < len(c.applied); i++ {
+		if c.applied[i] <= c.applied[i-1] {
+			c.t.Fatalf("applied %v: not strictly increasing", c.applied)
+		}
+	}
+	from := uint64(0)
+	if len(c.restores) > 0 {
+		from = c.restores[len(c.restores)-1]
+	}
+	var want []uint64
+	for i := from + 1; i < s.next; i++ {
+		if i%3 != 0 {
+			want = append(want, i)
+		}
+	}
+	var got []uint64
+	for _, i := range c.applied {
+		if i > from {
+			got = append(got, i)
+		}
+	}
+	if !slices.Equal(got, want) {
+		c.t.Fatalf("after the snapshot at %d applied %v, want %v", from, got, want)
+	}
+}
+
+func TestStreamFromWindow(t *testing.T) {
+	s := newServer(t, 100)
+	s.apply(10)
+	c := newClient(t, "c1", s.ln.Addr().String())
+	c.start()
+	c.waitFor(s)
+	s.apply(10) // pushed as applied
+	c.waitFor(s)
+	c.checkSequence(s)
+	if len(c.restores) != 0 || s.snapshots != 0 {
+		t.Errorf("a client the window covers got %d snapshots", s.snapshots)
+	}
+	if st := c.f.State(); st.Status.Leader != "L" || st.Status.LeaderAddr != "l:1" {
+		t.Errorf("status %+v, want the server's", st.Status)
+	}
+}
+
+func TestStreamSnapshotThenEntries(t *testing.T) {
+	s := newServer(t, 4)
+	s.apply(20) // the window holds the last 4: a client at 0 needs a snapshot
+	c := newClient(t, "c1", s.ln.Addr().String())
+	c.start()
+	c.waitFor(s)
+	if s.snapshots != 1 || len(c.restores) != 1 {
+		t.Fatalf("snapshots served %d, restored %v; want one", s.snapshots, c.restores)
+	}
+	s.apply(3)
+	c.waitFor(s)
+	c.checkSequence(s)
+}
+
+func TestStreamResumeFromIndex(t *testing.T) {
+	s := newServer(t, 50)
+	s.apply(5)
+	c := newClient(t, "c1", s.ln.Addr().String())
+	c.start()
+	c.waitFor(s)
+	c.stop()
+	s.apply(10) // missed while away, still in the window
+	c.f = c.follower("c1")
+	c.start()
+	c.waitFor(s)
+	c.checkSequence(s)
+	if s.snapshots != 0 {
+		t.Errorf("a resume the window covers cost %d snapshots", s.snapshots)
+	}
+	// Away longer than the window: a snapshot, then entries again.
+	c.stop()
+	s.apply(80)
+	c.f = c.follower("c1")
+	c.start()
+	c.waitFor(s)
+	s.apply(2)
+	c.waitFor(s)
+	c.checkSequence(s)
+	if s.snapshots != 1 {
+		t.Errorf("a resume past the window got %d snapshots, want 1", s.snapshots)
+	}
+}
+
+// A server dies while entries flow: the client moves to another that
+// applies the same log, resumes from its last index, and applies every
+// entry exactly once.
+func TestStreamServerDeathMoves(t *testing.T) {
+	a, b := newServer(t, 1000), newServer(t, 1000)
+	both := func(n int) { a.apply(n); b.apply(n) }
+	both(5)
+	addrs := []string{a.ln.Addr().String(), b.ln.Addr().String()}
+	// A client name whose first choice is a.
+	name := ""
+	for i := 0; ; i++ {
+		name = fmt.Sprintf("c%d", i)
+		if stream.Rank(name, addrs)[0] == addrs[0] {
+			break
+		}
+	}
+	c := newClient(t, name, addrs...)
+	c.start()
+	c.waitFor(a)
+	if st := c.f.State(); st.Server != addrs[0] {
+		t.Fatalf("following %q, want %q", st.Server, addrs[0])
+	}
+	a.apply(7) // b lags behind a: the client is ahead of b when it moves
+	a.kill()
+	c.mu.Lock()
+	c.servers = addrs[1:] // gossip says a is dead
+	c.mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.f.State().Server != addrs[1] {
+		if time.Now().After(deadline) {
+			t.Fatalf("still following %q", c.f.State().Server)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	b.apply(7) // b catches up: entries the client has are not applied again
+	b.apply(5)
+	c.waitFor(b)
+	c.checkSequence(b)
+	if st := c.f.State(); st.Moves < 1 {
+		t.Errorf("moves %d, want at least 1", st.Moves)
+	}
+}
+
+// Clients spread over servers, and when one server goes only its clients
+// move.
+func TestRankSpreadsAndMovesFew(t *testing.T) {
+	servers := []string{"s1:1", "s2:1", "s3:1", "s4:1", "s5:1"}
+	count := map[string]int{}
+	moved := 0
+	for i := range 1000 {
+		name := fmt.Sprintf("client%d", i)
+		first := stream.Rank(name, servers)[0]
+		count[first]++
+		if first != stream.Rank(name, servers[:4])[0] && first != "s5:1" {
+			moved++
+		}
+	}
+	for _, s := range servers {
+		if count[s] < 150 || count[s] > 250 {
+			t.Errorf("server %s chosen by %d of 1000 clients, want about 200: %v", s, count[s], count)
+		}
+	}
+	if moved != 0 {
+		t.Errorf("%d clients of the servers that stayed moved when s5 went", moved)
+	}
+}
+
+// A replica that stalls while the server goes on catches up: a
+// subscriber whose queue outgrows the window is closed and resumes from
+// its index; either way no entry is lost.
+func TestStreamStalledReplicaCatchesUp(t *testing.T) {
+	s := newServer(t, 8)
+	c := newClient(t, "c1", s.ln.Addr().String())
+	block := make(chan struct{})
+	var once sync.Once
+	// A replica that stalls on its first entry while the server goes on.
+	c.f = stream.NewFollower(stream.FollowerConfig{
+		Name:    "c1",
+		Servers: func() []string { return []string{s.ln.Addr().String()} },
+		Dial: func(ctx context.Context, addr string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", addr)
+		},
+		Index: c.fsm.LastIndex,
+		Apply: func(index uint64, data []byte) error {
+			once.Do(func() { <-block })
+			c.fsm.Apply(&raft.Log{Index: index, Type: raft.LogCommand, Data: data})
+			return nil
+		},
+		Restore: func(index uint64, r io.Reader) error {
+			c.mu.Lock()
+			c.restores = append(c.restores, index)
+			c.mu.Unlock()
+			return c.fsm.Restore(io.NopCloser(r))
+		},
+		Heartbeat: 100 * time.Millisecond,
+		Logf:      t.Logf,
+	})
+	c.start()
+	s.apply(1)
+	// The server's queue for the stalled client overflows; the kernel's
+	// buffers hold what was written before.
+	deadline := time.Now().Add(10 * time.Second)
+	for s.hub.Subscribers() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no subscriber")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	s.apply(40)
+	close(block)
+	c.waitFor(s)
+	s.apply(3)
+	c.waitFor(s)
+}
+
+// A replica that says ErrStop ends the follower (the node became a server).
+func TestStreamStop(t *testing.T) {
+	s := newServer(t, 10)
+	s.apply(3)
+	f := stream.NewFollower(stream.FollowerConfig{
+		Name:    "c",
+		Servers: func() []string { return []string{s.ln.Addr().String()} },
+		Dial: func(ctx context.Context, addr string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", addr)
+		},
+		Index:     func() uint64 { return 0 },
+		Apply:     func(uint64, []byte) error { return stream.ErrStop },
+		Restore:   func(uint64, io.Reader) error { return stream.ErrStop },
+		Heartbeat: 100 * time.Millisecond,
+	})
+	done := make(chan error, 1)
+	go func() { done <- f.Run(context.Background()) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, stream.ErrStop) {
+			t.Fatalf("Run: %v, want ErrStop", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not stop")
+	}
+}
+
+// Clients that connected while there was one server move to their
+// best-ranked server once it is up, without a gap.
+func TestStreamRebalances(t *testing.T) {
+	a, b := newServer(t, 1000), newServer(t, 1000)
+	both := func(n int) { a.apply(n); b.apply(n) }
+	both(5)
+	addrs := []string{a.ln.Addr().String(), b.ln.Addr().String()}
+	name := ""
+	for i := 0; ; i++ {
+		name = fmt.Sprintf("c%d", i)
+		if stream.Rank(name, addrs)[0] == addrs[1] {
+			break
+		}
+	}
+	c := newClient(t, name, addrs[0]) // only a is known at first
+	c.start()
+	c.waitFor(a)
+	c.mu.Lock()
+	c.servers = addrs // b is up
+	c.mu.Unlock()
+	both(3)
+	deadline := time.Now().Add(10 * time.Second)
+	for c.f.State().Server != addrs[1] {
+		if time.Now().After(deadline) {
+			t.Fatalf("still following %q, want the better-ranked %q", c.f.State().Server, addrs[1])
+		}
+		both(1)
+		time.Sleep(20 * time.Millisecond)
+	}
+	both(4)
+	c.waitFor(b)
+	c.checkSequence(b)
+	if st := c.f.State(); st.Moves != 0 {
+		t.Errorf("a rebalance counted as %d failures", st.Moves)
+	}
+}
