@@ -283,9 +283,12 @@ func (p *connPool) closeAll() {
 	p.idle = nil
 }
 
-// fwdRequest fills in who sends req, for the leader's commit notice.
+// fwdRequest fills in who the leader's commit notice goes to: this node
+// on a server; on a client, the server whose change stream it follows,
+// since the client applies the write once that server has (a client is
+// in no Raft configuration, so a notice to it would be refused).
 func (n *Node) fwdRequest(req fwdRequest) fwdRequest {
-	req.From, req.Addr = n.cfg.Name, string(n.transport.LocalAddr())
+	req.From, req.Addr = n.noticeTarget()
 	req.Applied = n.fsm.LastIndex()
 	return req
 }

@@ -61,9 +61,9 @@ type commitNotices struct {
 // It returns at once; the notice goes from a goroutine per follower.
 func (n *Node) tellCommitted(id raft.ServerID, addr raft.ServerAddress, index uint64) {
 	switch {
-	case n.cfg.NoNudge:
-		return
-	case n.cfg.NudgeBarrier || id == "" || addr == "" || id == raft.ServerID(n.cfg.Name):
+	case n.cfg.NoNudge, id == raft.ServerID(n.cfg.Name):
+		return // this node applied it before it answered, and its stream's clients have it
+	case n.cfg.NudgeBarrier || id == "" || addr == "":
 		n.nudgeFollowers()
 		return
 	}

@@ -387,6 +387,25 @@ func (n *Node) leaderAddr() (addr, id string) {
 	return "", ""
 }
 
+// noticeTarget is the Raft server ID and address that learns a forwarded
+// write's commit for this node (forward.go): this node on a server, the
+// server it follows on a client, none while it follows none.
+func (n *Node) noticeTarget() (id, addr string) {
+	if n.rep.isServer.Load() {
+		return n.cfg.Name, string(n.transport.LocalAddr())
+	}
+	st, f := n.followerState()
+	if f == nil || st.Server == "" {
+		return "", ""
+	}
+	for _, s := range st.Status.Servers {
+		if s.Addr == st.Server {
+			return s.Name, s.Addr
+		}
+	}
+	return "", ""
+}
+
 // clientRoles are the roles a client knows from its server's status.
 func (n *Node) clientRoles() (map[string]string, string) {
 	st, _ := n.followerState()
