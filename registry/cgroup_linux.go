@@ -249,8 +249,9 @@ func (c *containment) newCall() (*callGroup, error) {
 	}
 	seq := c.seq.Add(1)
 	g := &callGroup{v2fd: -1}
-	// While it forks the tool, the node's thread counts in the v1 cgroup.
 	limit := []byte(strconv.Itoa(max(c.maxProcs, 2)))
+	// The node's thread that forks the tool counts in the v1 cgroup.
+	limit1 := []byte(strconv.Itoa(max(c.maxProcs, 2) + 1))
 	if c.v2 != "" {
 		dir := filepath.Join(c.v2, "call-"+strconv.FormatInt(seq, 10))
 		if err := os.Mkdir(dir, 0o755); err != nil {
@@ -277,7 +278,7 @@ func (c *containment) newCall() (*callGroup, error) {
 			return nil, fmt.Errorf("process limit of the call: %w", err)
 		}
 		g.v1 = dir
-		if err := os.WriteFile(filepath.Join(dir, "pids.max"), limit, 0); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, "pids.max"), limit1, 0); err != nil {
 			g.finish()
 			return nil, fmt.Errorf("process limit of the call: %w", err)
 		}
@@ -293,28 +294,23 @@ func (g *callGroup) setAttr(a *syscall.SysProcAttr) {
 	}
 }
 
-// onThread runs on the thread that forks the tool, before the fork: the
+// join runs on the thread that forks the tool, before the fork: the
 // thread joins the v1 pids cgroup (v1 places threads, not processes), so
 // the tool is born in it and can never have run outside it. The thread
-// goes back to the node's cgroup after the fork (undo): it may be the
-// node's main thread, which outlives its goroutine.
-func (g *callGroup) onThread() (undo func(), err error) {
+// stays in it until it ends, after the call (a call's thread is never the
+// node's main thread, see sandbox.go): moving it back would be a second
+// cgroup v1 migration, which waits for an RCU grace period, on the call's
+// path. It counts as one of the cgroup's processes; pids.max allows for
+// it.
+func (g *callGroup) join() error {
 	if g == nil || g.v1 == "" {
-		return nil, nil
+		return nil
 	}
 	tid := []byte(strconv.Itoa(unix.Gettid()))
 	if err := os.WriteFile(filepath.Join(g.v1, "tasks"), tid, 0); err != nil {
-		return nil, fmt.Errorf("process limit of the call: %w", err)
+		return fmt.Errorf("process limit of the call: %w", err)
 	}
-	// Opened now: once the thread is confined by Landlock it could not be.
-	home, err := os.OpenFile(filepath.Join(filepath.Dir(filepath.Dir(g.v1)), "tasks"), os.O_WRONLY, 0)
-	if err != nil {
-		return nil, fmt.Errorf("process limit of the call: %w", err)
-	}
-	return func() {
-		_, _ = home.Write(tid)
-		_ = home.Close()
-	}, nil
+	return nil
 }
 
 // kill kills every process of the call: at once with cgroup.kill, else by
@@ -366,7 +362,7 @@ func cgroupPids(dir, file string) []int {
 
 // finish removes the call's cgroups once they are empty (killed processes
 // leave them within milliseconds; the forking thread leaves the v1 one
-// when it ends).
+// when it ends, once released).
 func (g *callGroup) finish() {
 	if g == nil {
 		return
