@@ -288,10 +288,7 @@ func (r *Runner) preparedScratch() (dirs []string, fds int) {
 	for _, slot := range ps.slots {
 		for _, p := range slot.ready {
 			dirs = append(dirs, p.scratch)
-			fds++
-			if p.group != nil && p.group.v2fd >= 0 {
-				fds++
-			}
+			fds += 1 + p.group.fds()
 		}
 	}
 	return dirs, fds
