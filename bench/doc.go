@@ -20,7 +20,10 @@
 //     beside its floor in the same run (single_bench_test.go): a process
 //     that parses the same 10,000 .meta files, an exec of the same
 //     script, go9p's own server with a static file in a process of its
-//     own (the floor programs are in internal/).
+//     own (the floor programs are in internal/). BenchmarkCall/interleaved
+//     runs the floor and the call in turn in every iteration, and, with
+//     TOOLNODE_BENCH_BASELINE naming another toolnode binary, the same
+//     call on a node of that binary: before and after in one run.
 //
 // The package has no code outside its tests and the floor programs; "go test ./bench/" without
 // -bench runs only quick unit tests of the helpers. The etcd baseline

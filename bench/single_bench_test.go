@@ -193,8 +193,12 @@ func startLone(b *testing.B) *lone { return startLoneWith(b) }
 
 // startLoneWith is startLone with extra flags for the node.
 func startLoneWith(b *testing.B, flags ...string) *lone {
+	return startLoneBin(b, toolnodeBin(b), flags...)
+}
+
+// startLoneBin is startLoneWith for the toolnode binary bin.
+func startLoneBin(b *testing.B, bin string, flags ...string) *lone {
 	b.Helper()
-	bin := toolnodeBin(b)
 	root := b.TempDir()
 	tools := filepath.Join(root, "tools")
 	agents := filepath.Join(root, "agents")
@@ -238,35 +242,84 @@ func startLoneWith(b *testing.B, flags ...string) *lone {
 	return l
 }
 
+// BenchmarkCall's legs floor-exec and toolnode run one after the other;
+// its leg interleaved runs, in every iteration, the exec floor and the
+// call in turn (and, when TOOLNODE_BENCH_BASELINE names another toolnode
+// binary, the same call on a node of that binary), so that all see the
+// same load, and reports each (µs/op) and what a call adds to the floor.
 func BenchmarkCall(b *testing.B) {
 	l := startLone(b)
 	b.Run("floor-exec", func(b *testing.B) {
 		for b.Loop() {
-			cmd := exec.Command(l.tool)
-			cmd.Stdin = strings.NewReader("{}")
-			out, err := cmd.Output()
-			if err != nil || string(out) != "ok\n" {
-				b.Fatalf("exec: %q, %v", out, err)
-			}
+			execFloor(b, l.tool)
 		}
 	})
 	b.Run("toolnode", func(b *testing.B) {
-		req := []byte("nop {}")
 		for b.Loop() {
-			fid, err := l.conn.fsys.Open(l.agent+"/call", plan9.ORDWR)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := fid.WriteAt(req, 0); err != nil {
-				b.Fatal(err)
-			}
-			out, err := readAll(fid)
-			fid.Close()
-			if err != nil || string(out) != "ok\n" {
-				b.Fatalf("call: %q, %v", out, err)
-			}
+			l.call(b)
 		}
 	})
+	b.Run("interleaved", func(b *testing.B) {
+		var base *lone
+		if bin := os.Getenv("TOOLNODE_BENCH_BASELINE"); bin != "" {
+			base = startLoneBin(b, bin)
+		}
+		for range 3 { // the sandbox's read rules walked, calls made ready
+			l.call(b)
+			if base != nil {
+				base.call(b)
+			}
+		}
+		var floor, call, baseline time.Duration
+		for b.Loop() {
+			t0 := time.Now()
+			execFloor(b, l.tool)
+			t1 := time.Now()
+			l.call(b)
+			t2 := time.Now()
+			if base != nil {
+				base.call(b)
+				baseline += time.Since(t2)
+			}
+			floor += t1.Sub(t0)
+			call += t2.Sub(t1)
+		}
+		us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(b.N) }
+		b.ReportMetric(us(floor), "floor-µs")
+		b.ReportMetric(us(call), "call-µs")
+		b.ReportMetric(us(call-floor), "added-µs")
+		if base != nil {
+			b.ReportMetric(us(baseline), "baseline-µs")
+			b.ReportMetric(us(baseline-floor), "baseline-added-µs")
+		}
+	})
+}
+
+// execFloor runs the nop script from this process, as a client would.
+func execFloor(b *testing.B, tool string) {
+	cmd := exec.Command(tool)
+	cmd.Stdin = strings.NewReader("{}")
+	out, err := cmd.Output()
+	if err != nil || string(out) != "ok\n" {
+		b.Fatalf("exec: %q, %v", out, err)
+	}
+}
+
+// call calls nop as a client does: walk+open call, write, read to EOF,
+// clunk.
+func (l *lone) call(b *testing.B) {
+	fid, err := l.conn.fsys.Open(l.agent+"/call", plan9.ORDWR)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := fid.WriteAt([]byte("nop {}"), 0); err != nil {
+		b.Fatal(err)
+	}
+	out, err := readAll(fid)
+	fid.Close()
+	if err != nil || string(out) != "ok\n" {
+		b.Fatalf("call: %q, %v", out, err)
+	}
 }
 
 // startGo9p runs go9p's server with a static toolsrv.rev in its own

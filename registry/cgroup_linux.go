@@ -240,6 +240,11 @@ type callGroup struct {
 	v2   string // cgroup v2 directory, "" none
 	v2fd int    // open on v2, for CLONE_INTO_CGROUP; -1 none
 	v1   string // v1 pids cgroup directory, "" none
+
+	// Opened with the cgroups, so that ending a call reads them with one
+	// system call each (no open, no lookup of the path); nil: read by path.
+	events *os.File // v2 cgroup.events
+	procs  *os.File // v1 cgroup.procs
 }
 
 // newCall creates the cgroups of one call, with its process limit.
@@ -249,8 +254,9 @@ func (c *containment) newCall() (*callGroup, error) {
 	}
 	seq := c.seq.Add(1)
 	g := &callGroup{v2fd: -1}
-	// While it forks the tool, the node's thread counts in the v1 cgroup.
 	limit := []byte(strconv.Itoa(max(c.maxProcs, 2)))
+	// The node's thread that forks the tool counts in the v1 cgroup.
+	limit1 := []byte(strconv.Itoa(max(c.maxProcs, 2) + 1))
 	if c.v2 != "" {
 		dir := filepath.Join(c.v2, "call-"+strconv.FormatInt(seq, 10))
 		if err := os.Mkdir(dir, 0o755); err != nil {
@@ -269,6 +275,7 @@ func (c *containment) newCall() (*callGroup, error) {
 			return nil, fmt.Errorf("cgroup of the call: %w", err)
 		}
 		g.v2fd = fd
+		g.events, _ = os.Open(filepath.Join(dir, "cgroup.events"))
 	}
 	if c.v1 != "" {
 		dir := filepath.Join(c.v1, "call-"+strconv.FormatInt(seq, 10))
@@ -277,12 +284,65 @@ func (c *containment) newCall() (*callGroup, error) {
 			return nil, fmt.Errorf("process limit of the call: %w", err)
 		}
 		g.v1 = dir
-		if err := os.WriteFile(filepath.Join(dir, "pids.max"), limit, 0); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, "pids.max"), limit1, 0); err != nil {
 			g.finish()
 			return nil, fmt.Errorf("process limit of the call: %w", err)
 		}
+		g.procs, _ = os.Open(filepath.Join(dir, "cgroup.procs"))
 	}
 	return g, nil
+}
+
+// populated reports whether a process of the call is alive in its v2
+// cgroup ("populated 1" in cgroup.events; a process that has exited
+// leaves it before its parent can see it exit). Unknown counts as alive.
+func (g *callGroup) populated() bool {
+	if g.events == nil {
+		return true
+	}
+	var buf [128]byte
+	n, err := g.events.ReadAt(buf[:], 0)
+	if n == 0 && err != nil {
+		return true
+	}
+	return !strings.Contains(string(buf[:n]), "populated 0")
+}
+
+// v1Pids lists the processes in the v1 cgroup.
+func (g *callGroup) v1Pids() []int {
+	if g.procs == nil {
+		return cgroupPids(g.v1, "cgroup.procs")
+	}
+	buf := make([]byte, 0, 512)
+	for {
+		n, err := g.procs.ReadAt(buf[len(buf):cap(buf)], int64(len(buf)))
+		buf = buf[:len(buf)+n]
+		if err != nil || n == 0 {
+			break
+		}
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+	}
+	return parsePids(buf)
+}
+
+// fds is how many descriptors g holds.
+func (g *callGroup) fds() int {
+	n := 0
+	if g == nil {
+		return 0
+	}
+	if g.v2fd >= 0 {
+		n++
+	}
+	if g.events != nil {
+		n++
+	}
+	if g.procs != nil {
+		n++
+	}
+	return n
 }
 
 // setAttr has the tool cloned straight into the call's v2 cgroup.
@@ -293,28 +353,23 @@ func (g *callGroup) setAttr(a *syscall.SysProcAttr) {
 	}
 }
 
-// onThread runs on the thread that forks the tool, before the fork: the
+// join runs on the thread that forks the tool, before the fork: the
 // thread joins the v1 pids cgroup (v1 places threads, not processes), so
 // the tool is born in it and can never have run outside it. The thread
-// goes back to the node's cgroup after the fork (undo): it may be the
-// node's main thread, which outlives its goroutine.
-func (g *callGroup) onThread() (undo func(), err error) {
+// stays in it until it ends, after the call (a call's thread is never the
+// node's main thread, see sandbox.go): moving it back would be a second
+// cgroup v1 migration, which waits for an RCU grace period, on the call's
+// path. It counts as one of the cgroup's processes; pids.max allows for
+// it.
+func (g *callGroup) join() error {
 	if g == nil || g.v1 == "" {
-		return nil, nil
+		return nil
 	}
 	tid := []byte(strconv.Itoa(unix.Gettid()))
 	if err := os.WriteFile(filepath.Join(g.v1, "tasks"), tid, 0); err != nil {
-		return nil, fmt.Errorf("process limit of the call: %w", err)
+		return fmt.Errorf("process limit of the call: %w", err)
 	}
-	// Opened now: once the thread is confined by Landlock it could not be.
-	home, err := os.OpenFile(filepath.Join(filepath.Dir(filepath.Dir(g.v1)), "tasks"), os.O_WRONLY, 0)
-	if err != nil {
-		return nil, fmt.Errorf("process limit of the call: %w", err)
-	}
-	return func() {
-		_, _ = home.Write(tid)
-		_ = home.Close()
-	}, nil
+	return nil
 }
 
 // kill kills every process of the call: at once with cgroup.kill, else by
@@ -324,13 +379,16 @@ func (g *callGroup) kill() {
 	if g == nil {
 		return
 	}
-	if g.v2 != "" {
+	// An empty cgroup has nothing to kill: when the tool left nothing
+	// behind, as most do, the call is spared cgroup.kill (a write under
+	// the kernel's global cgroup lock).
+	if g.v2 != "" && g.populated() {
 		_ = os.WriteFile(filepath.Join(g.v2, "cgroup.kill"), []byte("1"), 0)
 	}
 	if g.v1 != "" {
 		deadline := time.Now().Add(time.Second)
 		for time.Now().Before(deadline) {
-			pids := cgroupPids(g.v1, "cgroup.procs")
+			pids := g.v1Pids()
 			// The node's own forking thread belongs to the node's
 			// process: it leaves with its goroutine.
 			self := os.Getpid()
@@ -355,6 +413,11 @@ func cgroupPids(dir, file string) []int {
 	if err != nil {
 		return nil
 	}
+	return parsePids(data)
+}
+
+// parsePids reads the pids of a cgroup.procs or tasks file.
+func parsePids(data []byte) []int {
 	var pids []int
 	for _, f := range strings.Fields(string(data)) {
 		if pid, err := strconv.Atoi(f); err == nil {
@@ -366,7 +429,7 @@ func cgroupPids(dir, file string) []int {
 
 // finish removes the call's cgroups once they are empty (killed processes
 // leave them within milliseconds; the forking thread leaves the v1 one
-// when it ends).
+// when it ends, once released).
 func (g *callGroup) finish() {
 	if g == nil {
 		return
@@ -374,6 +437,12 @@ func (g *callGroup) finish() {
 	if g.v2fd >= 0 {
 		_ = unix.Close(g.v2fd)
 		g.v2fd = -1
+	}
+	for _, f := range []**os.File{&g.events, &g.procs} {
+		if *f != nil {
+			_ = (*f).Close()
+			*f = nil
+		}
 	}
 	for _, dir := range []string{g.v2, g.v1} {
 		if dir == "" {

@@ -17,7 +17,7 @@ type callGroup struct{}
 
 func (c *containment) newCall() (*callGroup, error) { return nil, nil }
 func (g *callGroup) setAttr(*syscall.SysProcAttr)   {}
-func (g *callGroup) onThread() (func(), error)      { return nil, nil }
+func (g *callGroup) join() error                    { return nil }
 func (g *callGroup) kill()                          {}
 func (g *callGroup) finish()                        {}
 func (c *containment) close() error                 { return nil }

@@ -16,9 +16,12 @@
 //     or, without one, the node as child subreaper sweeping its orphans;
 //     the list of protections in force (Runner.Protections);
 //   - the Landlock sandbox, applied to a dedicated thread of the node that
-//     starts the tool and ends after it (SandboxStatus, startOnThread,
+//     starts the tool and ends after it (SandboxStatus, callThread,
 //     Runner.SandboxInfo), the tool environment's allow-list
-//     (CheckToolEnv) and the digest check of executables (DigestCache).
+//     (CheckToolEnv) and the digest check of executables (DigestCache);
+//   - calls made ready ahead (prepare_linux.go): the part of a sandboxed
+//     call that does not depend on its tool, made while the call before
+//     runs, and the tidying up of a call after it answered.
 //
 // Decisions where the design leaves room:
 //
@@ -54,6 +57,15 @@
 //     0-2 only, and, under a root node, no capabilities. The network is
 //     not restricted. Runner.SandboxInfo lists what the kernel provides
 //     and names what it lacks.
+//   - A sandboxed call takes, when one is ready and the layout it was
+//     built from is unchanged, a scratch directory, cgroups, a thread in
+//     them (capabilities dropped, no_new_privs) and a Landlock ruleset
+//     (read view, scratch, devices) made ahead; it adds its cwd and
+//     executable and restricts the thread. Two are kept ready for calls
+//     without a cwd around a protected path, one per such cwd (up to 8).
+//     The scratch directory and cgroups are removed after Run returns, in
+//     the background; Close waits for it. The step-by-step profile of a
+//     call (stages.go, BenchmarkCallStages) marks each step.
 //   - The package's init locks the main goroutine to the process's first
 //     thread, so that a sandboxed thread is never the thread group leader
 //     (the kernel judges /proc/PID, signals and ptrace of the node by it).

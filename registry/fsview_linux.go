@@ -178,9 +178,19 @@ func within(p, dir string) bool {
 // when it changed, with the read lock held: the caller adds them to its
 // ruleset and then calls release.
 func (v *fsView) current() (rules []pathRule, release func(), err error) {
+	built, release, err := v.currentRules()
+	if err != nil {
+		return nil, nil, err
+	}
+	return built.rules, release, nil
+}
+
+// currentRules is current, returning the walk itself, whose identity
+// isCurrent checks later.
+func (v *fsView) currentRules() (rules *fsRules, release func(), err error) {
 	v.mu.RLock()
 	if v.rules != nil && v.rules.fresh() {
-		return v.rules.rules, v.mu.RUnlock, nil
+		return v.rules, v.mu.RUnlock, nil
 	}
 	v.mu.RUnlock()
 	v.mu.Lock()
@@ -199,7 +209,16 @@ func (v *fsView) current() (rules []pathRule, release func(), err error) {
 	// Use what is there now without checking again: under constant churn
 	// beside a protected path, checking again could rebuild forever.
 	v.mu.RLock()
-	return v.rules.rules, v.mu.RUnlock, nil
+	return v.rules, v.mu.RUnlock, nil
+}
+
+// isCurrent reports whether rules is the view's walk and the layout has
+// not changed since: a ruleset filled from it ahead of a call grants
+// exactly what one filled now would.
+func (v *fsView) isCurrent(rules *fsRules) bool {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return rules != nil && v.rules == rules && rules.fresh()
 }
 
 // size returns how many trees are granted, building the rules if needed.

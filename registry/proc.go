@@ -18,6 +18,10 @@ import (
 // (setsid) can hold them open longer; the pipes are then closed on it.
 const pipeGrace = 250 * time.Millisecond
 
+// pipeAtomic is the most a pipe takes in one write whatever its buffer
+// (PIPE_BUF; a pipe's buffer is at least that).
+const pipeAtomic = 4096
+
 // proc is one process to run.
 type proc struct {
 	argv   []string // argv[0] is an absolute path
@@ -27,7 +31,15 @@ type proc struct {
 	outCap int64
 	sb     *sandboxSpec // non-nil: start sandboxed
 
-	cg *containment // nil: the process group is all that is killed
+	cg     *containment // nil: the process group is all that is killed
+	group  *callGroup   // the call's cgroups made ahead; nil: made here from cg
+	thread *callThread  // its thread made ahead, in group; nil: made here
+
+	started func() // called once the tool runs, if not nil
+	// after takes the work that can wait until the call has answered
+	// (the thread let go, the cgroups removed), to do it in order; nil:
+	// runProcess does it before it returns.
+	after func(func())
 }
 
 // procResult is what became of it.
@@ -48,6 +60,22 @@ type procResult struct {
 // it made is gone. err is only for a process that could not start.
 func runProcess(ctx context.Context, p proc) (procResult, error) {
 	var res procResult
+	after := p.after
+	if after == nil {
+		after = func(f func()) { f() }
+	}
+	group := p.group
+	thread := p.thread
+	defer func() { // deferred first, so it runs after release
+		if thread != nil {
+			thread.discard() // never given its tool: ends now
+		}
+		after(func() {
+			start := time.Now()
+			group.finish()
+			markSpan(stCgroupRm, start)
+		})
+	}()
 	var files []*os.File
 	closeAll := func() {
 		for _, f := range files {
@@ -75,12 +103,22 @@ func runProcess(ctx context.Context, p proc) (procResult, error) {
 		closeAll()
 		return res, err
 	}
-	group, err := p.cg.newCall()
-	if err != nil {
-		closeAll()
-		return res, err
+	// Arguments that fit in an empty pipe's buffer are written before the
+	// tool starts: no goroutine has to wait to feed them.
+	stdinWritten := false
+	if len(p.stdin) <= pipeAtomic {
+		_, _ = inW.Write(p.stdin) // into an empty pipe: at once
+		_ = inW.Close()
+		stdinWritten = true
 	}
-	defer group.finish() // deferred first, so it runs after release
+	mark(stPipes)
+	if group == nil {
+		if group, err = p.cg.newCall(); err != nil {
+			closeAll()
+			return res, err
+		}
+	}
+	mark(stCgroup)
 	cmd := &exec.Cmd{
 		Path:        p.argv[0],
 		Args:        p.argv,
@@ -93,7 +131,18 @@ func runProcess(ctx context.Context, p proc) (procResult, error) {
 	}
 	group.setAttr(cmd.SysProcAttr)
 	beginStart()
-	release, err := startOnThread(cmd, p.sb, group.onThread)
+	if thread == nil {
+		var abl ablation
+		if p.sb != nil {
+			abl = p.sb.ablation
+		}
+		thread, err = newCallThread(p.sb != nil, abl, group, true)
+	}
+	var release func()
+	if err == nil {
+		release, err = thread.start(cmd, p.sb)
+		thread = nil // it ends by itself, or with release
+	}
 	if err == nil {
 		endStart(cmd.Process.Pid)
 	} else {
@@ -107,16 +156,26 @@ func runProcess(ctx context.Context, p proc) (procResult, error) {
 		closeAll()
 		return res, err
 	}
-	defer release()
+	defer after(func() {
+		start := time.Now()
+		release()
+		markSpan(stRelease, start)
+	})
+	mark(stStarted)
+	if p.started != nil {
+		p.started()
+	}
 	pid := cmd.Process.Pid
 
 	var pipes sync.WaitGroup
-	pipes.Go(func() {
-		// An error means the tool did not read all of it (EPIPE), which
-		// is its business.
-		_, _ = inW.Write(p.stdin)
-		_ = inW.Close()
-	})
+	if !stdinWritten {
+		pipes.Go(func() {
+			// An error means the tool did not read all of it (EPIPE),
+			// which is its business.
+			_, _ = inW.Write(p.stdin)
+			_ = inW.Close()
+		})
+	}
 	capHit := make(chan struct{})
 	pipes.Go(func() { res.stdout, res.overCap = readCapped(outR, p.outCap, capHit) })
 	var tail tailBuffer
@@ -139,19 +198,23 @@ func runProcess(ctx context.Context, p proc) (procResult, error) {
 		group.kill()
 		<-exited
 	}
+	mark(stExited)
 	killGroup(pid)
 	group.kill()
 	if !waitReaps {
 		_ = cmd.Wait() // the status is read from ProcessState below
 	}
 	leaderReaped(pid)
+	mark(stKill)
 
 	grace := time.AfterFunc(pipeGrace, closeAll)
 	pipes.Wait()
 	grace.Stop()
 	closeAll()
+	mark(stDrain)
 	reapGroup(pid, pipeGrace)
 	sweepOrphans(p.cg != nil && p.cg.subreaper, pipeGrace)
+	mark(stReap)
 
 	if ps := cmd.ProcessState; ps != nil {
 		res.status = ps.ExitCode()

@@ -71,6 +71,8 @@ type Runner struct {
 
 	containOnce sync.Once
 	contain     *containment // nil under Yolo
+
+	prep prepState // calls made ready ahead (prepare_linux.go)
 }
 
 // NewRunner returns a Runner for cfg, with defaults filled in.
@@ -191,6 +193,7 @@ func (r *Runner) Run(ctx context.Context, inv Invocation) ([]byte, error) {
 	if err := validateArgs(meta.Args, args); err != nil {
 		return nil, fmt.Errorf("tool %q: %w: %v", inv.Tool, ErrInvalidArgs, err)
 	}
+	mark(stValidate)
 	argv, err := r.command(inv, meta)
 	if err != nil {
 		return nil, err
@@ -200,6 +203,7 @@ func (r *Runner) Run(ctx context.Context, inv Invocation) ([]byte, error) {
 			return nil, err
 		}
 	}
+	mark(stCommand)
 	cwd := ""
 	if inv.Cwd != "" {
 		if cwd, err = filepath.Abs(inv.Cwd); err != nil {
@@ -209,25 +213,48 @@ func (r *Runner) Run(ctx context.Context, inv Invocation) ([]byte, error) {
 			return nil, fmt.Errorf("tool %q: working directory %s is not a directory", inv.Tool, cwd)
 		}
 	}
+	mark(stCwd)
 
-	if err := os.MkdirAll(r.cfg.ScratchDir, 0o700); err != nil {
-		return nil, fmt.Errorf("tool %q: scratch directory: %w", inv.Tool, err)
+	var sb *sandboxSpec // nil: not sandboxed
+	var pre *prepared   // the call made ready ahead, if one was
+	if !r.cfg.Yolo {
+		sb = &sandboxSpec{view: r.view, ro: append([]string{argv[0]}, r.cfg.Readable...), ablation: r.ablate}
+		if cwd != "" {
+			r.grantCwd(sb, cwd, meta.Scope != "read")
+		}
+		pre = r.takePrepared(sb)
 	}
-	scratch, err := os.MkdirTemp(r.cfg.ScratchDir, "call-")
-	if err != nil {
-		return nil, fmt.Errorf("tool %q: scratch directory: %w", inv.Tool, err)
+	// What can wait until the call has answered is done after it, in the
+	// background: removing the scratch directory and the cgroups.
+	var after []func()
+	defer func() { r.afterCall(after) }()
+	scratch := ""
+	if pre != nil {
+		scratch = pre.scratch
+		defer pre.closeRuleset()
+	} else {
+		if err := os.MkdirAll(r.cfg.ScratchDir, 0o700); err != nil {
+			return nil, fmt.Errorf("tool %q: scratch directory: %w", inv.Tool, err)
+		}
+		if scratch, err = os.MkdirTemp(r.cfg.ScratchDir, "call-"); err != nil {
+			return nil, fmt.Errorf("tool %q: scratch directory: %w", inv.Tool, err)
+		}
+		if sb != nil {
+			sb.scratch = scratch
+		}
 	}
-	defer removeAll(scratch)
+	after = append(after, func() {
+		start := time.Now()
+		removeAll(scratch)
+		markSpan(stScratchRm, start)
+	})
 	if cwd == "" {
 		cwd = scratch
 	}
-
-	var sb *sandboxSpec // nil: not sandboxed
-	if !r.cfg.Yolo {
-		sb = &sandboxSpec{view: r.view, rw: []string{scratch}, ro: append([]string{argv[0]}, r.cfg.Readable...), ablation: r.ablate}
-		if cwd != scratch {
-			r.grantCwd(sb, cwd, meta.Scope != "read")
-		}
+	var started func()
+	if sb != nil {
+		// Make the next calls ready while this one's tool runs.
+		started = func() { r.refill(sb) }
 	}
 	env := append(r.baseEnv[:len(r.baseEnv):len(r.baseEnv)],
 		EnvSession+"="+inv.Session,
@@ -239,6 +266,8 @@ func (r *Runner) Run(ctx context.Context, inv Invocation) ([]byte, error) {
 		env = append(env, "PATH="+r.path)
 	}
 
+	mark(stScratch)
+
 	limit := r.cfg.Timeout
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < limit {
 		limit = time.Until(dl)
@@ -246,14 +275,19 @@ func (r *Runner) Run(ctx context.Context, inv Invocation) ([]byte, error) {
 	runCtx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
 	defer cancel()
 	res, err := runProcess(runCtx, proc{
-		argv:   argv,
-		dir:    cwd,
-		env:    env,
-		stdin:  args,
-		outCap: r.cfg.OutputCap,
-		sb:     sb,
-		cg:     r.containment(),
+		argv:    argv,
+		dir:     cwd,
+		env:     env,
+		stdin:   args,
+		outCap:  r.cfg.OutputCap,
+		sb:      sb,
+		cg:      r.containment(),
+		group:   pre.callGroup(),
+		thread:  pre.callThread(),
+		started: started,
+		after:   func(f func()) { after = append(after, f) },
 	})
+	mark(stResult)
 	if err != nil {
 		return nil, fmt.Errorf("tool %q: cannot start %s: %w", inv.Tool, argv[0], err)
 	}
@@ -271,6 +305,22 @@ func (r *Runner) Run(ctx context.Context, inv Invocation) ([]byte, error) {
 		return nil, fmt.Errorf("tool %q: %w: its outputFormat is json, but it printed %s", inv.Tool, ErrBadOutput, describeOutput(res.stdout))
 	}
 	return res.stdout, nil
+}
+
+// afterCall does the work of a call that could wait until it answered, in
+// order, in the background; Close waits for it.
+func (r *Runner) afterCall(work []func()) {
+	if len(work) == 0 {
+		return
+	}
+	run := func() {
+		for _, f := range work {
+			f()
+		}
+	}
+	if !r.background(run) {
+		run()
+	}
 }
 
 // command resolves the argv of a call, without the sandbox launcher.
@@ -322,6 +372,7 @@ func (r *Runner) containment() *containment {
 // Close removes what the Runner made on the host (its cgroups). Calls
 // still running are not waited for.
 func (r *Runner) Close() error {
+	r.closePrepared()
 	r.containOnce.Do(func() {}) // none made after Close
 	if r.contain == nil {
 		return nil

@@ -40,15 +40,49 @@ func TestRun_ReapsOrphansAsSubreaper(t *testing.T) {
 
 // viewFDs is how many descriptors r's sandbox holds for its read rules.
 func viewFDs(r *Runner) int {
+	_, prepared := r.preparedScratch() // a ruleset and a cgroup per call made ready
 	if r.view == nil {
-		return 0
+		return prepared
 	}
 	r.view.mu.RLock()
 	defer r.view.mu.RUnlock()
 	if r.view.rules == nil {
-		return 0
+		return prepared
 	}
-	return len(r.view.rules.rules)
+	return len(r.view.rules.rules) + prepared
 }
 
 func ptraceSeize(pid int) error { return unix.PtraceSeize(pid) }
+
+// A call after the first takes one made ready ahead, and it grants what
+// one made on the call's path would; when the layout changes beside a
+// protected path, the ones made ready are thrown away, and the call sees
+// the change.
+func TestRun_PreparedCalls(t *testing.T) {
+	data, keys, _ := dataFixture(t)
+	r := newTestRunner(t, func(c *RunnerConfig) { c.Protected = []string{data, filepath.Join(keys, "node.key")} })
+	cmd := fmt.Sprintf(`echo hi > "$TMPDIR/f" && cat "$TMPDIR/f" /etc/passwd >/dev/null && ! cat %q 2>/dev/null`, filepath.Join(data, "peers.json"))
+	run := func() {
+		t.Helper()
+		if out, err := r.Run(context.Background(), Invocation{Tool: "p", Meta: shTool(cmd)}); err != nil {
+			t.Fatalf("(%q, %v)", out, err)
+		}
+	}
+	run()
+	waitFor(t, 5*time.Second, "calls made ready", func() bool { dirs, _ := r.preparedScratch(); return len(dirs) > 0 })
+	taken := r.prep.taken.Load()
+	run()
+	if r.prep.taken.Load() != taken+1 {
+		t.Fatalf("the second call did not take a call made ready (taken %d, missed %d)", r.prep.taken.Load(), r.prep.missed.Load())
+	}
+	waitFor(t, 5*time.Second, "calls made ready", func() bool { dirs, _ := r.preparedScratch(); return len(dirs) > 0 })
+	missed := r.prep.missed.Load()
+	writeFile(t, filepath.Join(keys, "new"), "f", "fresh", 0o644)
+	out, err := r.Run(context.Background(), Invocation{Tool: "p", Meta: shTool(fmt.Sprintf("cat %q", filepath.Join(keys, "new", "f")))})
+	if err != nil || string(out) != "fresh" {
+		t.Fatalf("a directory made beside a protected path: (%q, %v)", out, err)
+	}
+	if r.prep.missed.Load() != missed+1 {
+		t.Errorf("the calls made ready before the change were used")
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -74,9 +75,11 @@ func TestRun_StdinAndEnv(t *testing.T) {
 	if filepath.Dir(scratch) != r.cfg.ScratchDir || pwd != scratch {
 		t.Errorf("TMPDIR = %q and PWD = %q, want the same scratch directory under %q", scratch, pwd, r.cfg.ScratchDir)
 	}
-	if _, err := os.Stat(scratch); !os.IsNotExist(err) {
-		t.Errorf("the scratch directory %s outlived the call (%v)", scratch, err)
-	}
+	// It is removed once the call has answered.
+	waitFor(t, 5*time.Second, "the scratch directory "+scratch+" removed after the call", func() bool {
+		_, err := os.Stat(scratch)
+		return os.IsNotExist(err)
+	})
 }
 
 func TestRun_ExitStatusAndStderrTail(t *testing.T) {
@@ -428,8 +431,23 @@ func TestRun_NoLeaks(t *testing.T) {
 	waitFor(t, 5*time.Second, "goroutines and fds back to their count before the calls", func() bool {
 		return goroutines() <= g0 && fds() <= f0
 	})
+	// The calls made ready ahead have theirs; no other may be left.
+	waitFor(t, 5*time.Second, "no scratch directory left but those of calls made ready", func() bool {
+		ready, _ := r.preparedScratch()
+		entries, err := os.ReadDir(r.cfg.ScratchDir)
+		if err != nil {
+			return false
+		}
+		for _, e := range entries {
+			if !slices.Contains(ready, filepath.Join(r.cfg.ScratchDir, e.Name())) {
+				return false
+			}
+		}
+		return true
+	})
+	_ = r.Close()
 	if entries, err := os.ReadDir(r.cfg.ScratchDir); err != nil || len(entries) != 0 {
-		t.Errorf("scratch directories left: %v %v", entries, err)
+		t.Errorf("scratch directories left after Close: %v %v", entries, err)
 	}
 }
 

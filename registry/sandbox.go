@@ -7,12 +7,20 @@ import (
 
 // sandboxSpec is what one call's tool may touch under the sandbox.
 type sandboxSpec struct {
-	view *fsView  // read and execute: everything but the protected trees
-	rw   []string // read and write: its scratch directory, its session's cwd
-	ro   []string // read even when protected: its executable, a cwd of scope read
+	view    *fsView  // read and execute: everything but the protected trees
+	scratch string   // read and write: its scratch directory
+	rw      []string // read and write: its session's cwd
+	ro      []string // read even when protected: its executable, a cwd of scope read
 	// trees are granted by their views: a cwd around a protected path.
 	// The views of transient are closed once applied.
 	trees, transient []*fsView
+
+	// ruleset, when prepared, is a Landlock ruleset made ahead of the
+	// call (see prepare_linux.go) that already grants view, trees,
+	// scratch and the writable devices; rw and ro are added to it on the
+	// call's thread. The Run that took it closes it.
+	ruleset  int
+	prepared bool
 
 	ablation // protections left out, for benchmarks measuring each one
 }
@@ -26,65 +34,106 @@ type ablation struct {
 	noCapDrop bool // a tool of a node run as root keeps root's capabilities
 }
 
-// startOnThread starts cmd from an OS thread of its own, locked to a
-// goroutine that lives until release is called, once the tool has been
-// reaped. With sb non-nil the tool is confined by Landlock (see
+// callThread is an OS thread of its own for one call: it starts the tool
+// and ends after it. With a sandbox the tool is confined by Landlock (see
 // restrictThread).
 //
 // Landlock confines a thread and everything it starts, and no program can
 // lift it. So the policy is applied to that thread, the thread forks and
 // execs the tool (Go forks on the calling thread), and when released the
-// thread ends: the goroutine never unlocks it, so the runtime destroys it
+// thread ends: its goroutine never unlocks it, so the runtime destroys it
 // and no other goroutine ever runs confined. Nothing but the tool is
 // restricted, and no second program starts on the call's path:
 // re-executing the node as a launcher cost about 10 ms a call, most of it
 // the node binary's package initialisation, where this costs a thread and
-// three system calls.
+// a few system calls.
 //
 // The thread lives as long as the tool for a second reason: the tool gets
 // its parent-death signal (SIGKILL, see proc_linux.go) when the thread
 // that started it ends, so a tool never outlives its node, and never dies
 // early because the thread that forked it went away.
 //
-// onThread, when not nil, runs on that thread before it is confined, and
-// the undo it returns (if any) right after the fork: the call's cgroup
-// placement, see callGroup.onThread.
-func startOnThread(cmd *exec.Cmd, sb *sandboxSpec, onThread func() (undo func(), err error)) (release func(), err error) {
-	errc := make(chan error, 1)
-	done := make(chan struct{})
+// A thread is made (newCallThread) before its call's tool is known, either
+// on the call's path or ahead of the call (prepare_linux.go): what does not
+// depend on the tool is done then — the call's cgroup placement, and under
+// the sandbox the capabilities dropped and no_new_privs — and the rest
+// when the call hands its tool over (start): the rules of its cwd and
+// executable, landlock_restrict_self, the fork.
+type callThread struct {
+	jobs chan threadJob // one job, or closed: the thread is not used
+}
+
+type threadJob struct {
+	cmd  *exec.Cmd
+	sb   *sandboxSpec
+	errc chan error    // the start's outcome
+	done chan struct{} // closed when the tool has been reaped
+}
+
+// newCallThread starts a thread for one call and returns once it is ready.
+// It first joins the call's cgroups that place threads (group.join). With
+// sandboxed, the thread then drops what the tool
+// must not have (see prepareThread), as abl allows. Marks tells whether the
+// steps are on a call's path (the step-by-step profile, stages.go).
+func newCallThread(sandboxed bool, abl ablation, group *callGroup, marks bool) (*callThread, error) {
+	t := &callThread{jobs: make(chan threadJob, 1)}
+	ready := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
 		// No UnlockOSThread: a confined thread must die with this goroutine.
-		var undo func()
-		if onThread != nil {
-			var err error
-			if undo, err = onThread(); err != nil {
-				errc <- err
-				return
+		if marks {
+			mark(stThread)
+		}
+		err := func() error {
+			if err := group.join(); err != nil {
+				return err
 			}
-		}
-		if sb != nil {
-			if err := restrictThread(sb); err != nil {
-				errc <- err
-				return
+			if marks {
+				mark(stCgJoin)
 			}
-		}
-		err := cmd.Start()
-		if undo != nil {
-			undo()
-		}
-		if err != nil {
-			errc <- err
+			if sandboxed {
+				return prepareThread(abl)
+			}
+			return nil
+		}()
+		ready <- err
+		job, ok := <-t.jobs
+		if err != nil || !ok {
 			return
 		}
-		errc <- nil
-		<-done
+		if job.sb != nil {
+			err = restrictThread(job.sb)
+		}
+		if err == nil {
+			err = job.cmd.Start()
+			mark(stFork)
+		}
+		job.errc <- err
+		if err == nil {
+			<-job.done
+		}
 	}()
-	if err := <-errc; err != nil {
+	if err := <-ready; err != nil {
+		close(t.jobs)
 		return nil, err
 	}
-	return func() { close(done) }, nil
+	return t, nil
 }
+
+// start starts cmd on the thread, confined by sb when not nil (the thread
+// must have been made sandboxed then). release, once the tool has been
+// reaped, lets the thread end.
+func (t *callThread) start(cmd *exec.Cmd, sb *sandboxSpec) (release func(), err error) {
+	job := threadJob{cmd: cmd, sb: sb, errc: make(chan error, 1), done: make(chan struct{})}
+	t.jobs <- job
+	if err := <-job.errc; err != nil {
+		return nil, err
+	}
+	return func() { close(job.done) }, nil
+}
+
+// discard ends a thread that started nothing.
+func (t *callThread) discard() { close(t.jobs) }
 
 // The main goroutine keeps the process's first thread. A goroutine of
 // startOnThread that happened to run there would confine that thread for

@@ -80,9 +80,10 @@ func scopes(abi int) uint64 {
 // read and execute everything but the protected trees (sb.view), read
 // sb.ro, write only under sb.rw and to writableDevices; no signal to, no
 // abstract unix socket of and no ptrace of a process outside the call;
-// no descriptor of the node but those the tool is given; and, under a
-// root node, no capabilities. A session cwd that holds a protected path
-// comes as a view in sb.trees, not in sb.rw or sb.ro. The caller
+// no descriptor of the node but those the tool is given. A session cwd
+// that holds a protected path comes as a view in sb.trees, not in sb.rw
+// or sb.ro. The thread must have passed prepareThread (no capabilities
+// under a root node, no_new_privs). The caller
 // must have locked its goroutine to the thread, start the tool from it,
 // and let the thread die: the tool inherits the policy and cannot lift
 // it. Restricting one thread instead of all (go-landlock's RestrictPaths
@@ -93,33 +94,17 @@ func restrictThread(sb *sandboxSpec) error {
 		return err
 	}
 	handled := handledFS(abi)
-	scoped := scopes(abi)
-	if sb.noScopes {
-		scoped = 0
-	}
-	fd, err := llsys.LandlockCreateRuleset(&llsys.RulesetAttr{HandledAccessFS: handled, Scoped: scoped}, 0)
-	if err != nil {
-		return fmt.Errorf("landlock_create_ruleset: %w", err)
-	}
-	defer syscall.Close(fd)
-	if sb.noView {
-		if err := addPathRule(fd, "/", roDirAccess, 0, false); err != nil {
-			return err
-		}
-	} else if sb.view != nil {
-		if err := addView(fd, sb.view, handled); err != nil {
-			return fmt.Errorf("listing what tools may read: %w", err)
-		}
-	}
 	defer func() {
 		for _, v := range sb.transient {
 			v.close()
 		}
 	}()
-	for _, v := range append(sb.trees[:len(sb.trees):len(sb.trees)], sb.transient...) {
-		if err := addView(fd, v, handled); err != nil {
-			return fmt.Errorf("granting the working directory %s: %w", v.root, err)
+	fd := sb.ruleset
+	if !sb.prepared {
+		if fd, _, err = newRuleset(sb, abi); err != nil {
+			return err
 		}
+		defer syscall.Close(fd)
 	}
 	for _, p := range sb.rw {
 		if err := addPathRule(fd, p, handled, fileRWAccess&handled, false); err != nil {
@@ -131,43 +116,106 @@ func restrictThread(sb *sandboxSpec) error {
 			return err
 		}
 	}
-	for _, p := range writableDevices {
-		if err := addPathRule(fd, p, 0, deviceAccess&handled, true); err != nil {
-			return err
-		}
-	}
-	if os.Geteuid() == 0 && !sb.noCapDrop {
-		if err := dropCapabilities(); err != nil {
-			return err
-		}
-	}
-	// Landlock requires no_new_privs (or CAP_SYS_ADMIN); it is per thread,
-	// and inherited across execve.
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fmt.Errorf("set no_new_privs: %w", err)
-	}
+	mark(stRuleset)
 	if err := llsys.LandlockRestrictSelf(fd, 0); err != nil {
 		return fmt.Errorf("landlock_restrict_self: %w", err)
 	}
 	if sb.noCloexec {
+		mark(stRestrict)
 		return nil
 	}
-	return closeOnExec()
+	err = closeOnExec()
+	mark(stRestrict)
+	return err
 }
 
-// addView adds the rules of v, masked with the rights the kernel handles.
-func addView(rulesetFD int, v *fsView, handled uint64) error {
-	rules, release, err := v.current()
-	if err != nil {
-		return err
+// newRuleset makes the Landlock ruleset of sb's grants that do not depend
+// on the tool: the read view, the views of a cwd around a protected path,
+// the scratch directory and the writable devices; restrictThread adds the
+// rest (a cwd, the executable). It returns the ruleset and the walks of
+// sb.view and sb.trees it was filled from, in that order (nil for a view
+// not added), for isCurrent.
+func newRuleset(sb *sandboxSpec, abi int) (fd int, walks []*fsRules, err error) {
+	handled := handledFS(abi)
+	scoped := scopes(abi)
+	if sb.noScopes {
+		scoped = 0
 	}
-	defer release()
-	for _, r := range rules {
-		if err := addRule(rulesetFD, r.fd, r.access&handled); err != nil {
+	fd, err = llsys.LandlockCreateRuleset(&llsys.RulesetAttr{HandledAccessFS: handled, Scoped: scoped}, 0)
+	if err != nil {
+		return -1, nil, fmt.Errorf("landlock_create_ruleset: %w", err)
+	}
+	fail := func(err error) (int, []*fsRules, error) {
+		_ = syscall.Close(fd)
+		return -1, nil, err
+	}
+	var w *fsRules
+	if sb.noView {
+		if err := addPathRule(fd, "/", roDirAccess, 0, false); err != nil {
+			return fail(err)
+		}
+	} else if sb.view != nil {
+		if w, err = addView(fd, sb.view, handled); err != nil {
+			return fail(fmt.Errorf("listing what tools may read: %w", err))
+		}
+	}
+	walks = append(walks, w)
+	for _, v := range sb.trees {
+		w, err := addView(fd, v, handled)
+		if err != nil {
+			return fail(fmt.Errorf("granting the working directory %s: %w", v.root, err))
+		}
+		walks = append(walks, w)
+	}
+	for _, v := range sb.transient {
+		if _, err := addView(fd, v, handled); err != nil {
+			return fail(fmt.Errorf("granting the working directory %s: %w", v.root, err))
+		}
+	}
+	if sb.scratch != "" {
+		if err := addPathRule(fd, sb.scratch, handled, fileRWAccess&handled, false); err != nil {
+			return fail(err)
+		}
+	}
+	for _, p := range writableDevices {
+		if err := addPathRule(fd, p, 0, deviceAccess&handled, true); err != nil {
+			return fail(err)
+		}
+	}
+	return fd, walks, nil
+}
+
+// prepareThread does on the calling thread what a tool's thread must do
+// before it is confined, whatever the tool: under a root node it drops the
+// capabilities (unless abl says not to), and it sets no_new_privs, which
+// Landlock requires (or CAP_SYS_ADMIN); both are per thread and inherited
+// across execve.
+func prepareThread(abl ablation) error {
+	if os.Geteuid() == 0 && !abl.noCapDrop {
+		if err := dropCapabilities(); err != nil {
 			return err
 		}
 	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("set no_new_privs: %w", err)
+	}
 	return nil
+}
+
+// addView adds the rules of v, masked with the rights the kernel handles,
+// and returns the walk they came from.
+func addView(rulesetFD int, v *fsView, handled uint64) (*fsRules, error) {
+	walk, release, err := v.currentRules()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	for _, r := range walk.rules {
+		if err := addRule(rulesetFD, r.fd, r.access&handled); err != nil {
+			return nil, err
+		}
+	}
+	return walk, nil
 }
 
 // addPathRule grants path: dirAccess beneath it when it is a directory,

@@ -21,6 +21,11 @@ func newFSView([]string) *fsView { return &fsView{} }
 func (*fsView) protects(string) bool      { return false }
 func (*fsView) tree(string, bool) *fsView { return &fsView{} }
 
+func prepareThread(ablation) error {
+	_, err := SandboxStatus()
+	return err
+}
+
 func restrictThread(*sandboxSpec) error {
 	_, err := SandboxStatus()
 	return err
