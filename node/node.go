@@ -400,13 +400,46 @@ func (n *Node) startGossip() error {
 	if len(join) > 0 {
 		if _, err := g.Join(join); err != nil {
 			if len(n.cfg.Join) > 0 {
-				return fmt.Errorf("join %s: %w", strings.Join(join, ","), err)
+				n.logger.Printf("[WARN] join %s: %v; trying again in the background", strings.Join(join, ","), err)
+				n.wg.Add(1)
+				go n.retryJoin(join)
+				return nil
 			}
 			n.logger.Printf("none of the last known peers (%s) answered; waiting to be joined", strings.Join(join, ","))
 		}
 	}
 	return nil
 }
+
+// retryJoin tries -join again until one address answers or the node
+// stops, as serf's retry_join does: a node started before the members it
+// names (a Kubernetes pod before its Service's endpoints, a host booted
+// first), or one whose join timed out in a storm of joins, serves alone
+// meanwhile, saying so in its log, and joins as soon as it can.
+func (n *Node) retryJoin(addrs []string) {
+	defer n.wg.Done()
+	wait := joinRetryMin
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		if _, err := n.gossip.Join(addrs); err != nil {
+			wait = min(2*wait, joinRetryMax)
+			n.logger.Printf("[WARN] join %s: %v; trying again in %s", strings.Join(addrs, ","), err, wait)
+			continue
+		}
+		n.logger.Printf("joined the cluster through %s", strings.Join(addrs, ","))
+		return
+	}
+}
+
+// joinRetryMin and joinRetryMax bound the wait between tries of -join.
+const (
+	joinRetryMin = time.Second
+	joinRetryMax = 30 * time.Second
+)
 
 // watchMembers turns membership changes into node+/node- events, tells
 // the leader to reconcile, and remembers the peers for a restart.

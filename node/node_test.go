@@ -293,24 +293,29 @@ func Test_Node_RestartFromSnapshot(t *testing.T) {
 	}
 }
 
-// A start that fails says why and releases what it had opened.
-func Test_Node_FailedStartReturnsError(t *testing.T) {
+// A -join that nothing answers does not stop the node: it serves alone,
+// tries again, and joins once a member answers at the address.
+func Test_Node_JoinRetried(t *testing.T) {
 	dead := listen(t)
 	addr := dead.Addr().String()
-	dead.Close() // nothing answers there
-	cfg := Config{
+	dead.Close() // nothing answers there yet
+	n1, err := New(Config{
 		Name: "n1", DataDir: t.TempDir(), GossipAddr: "127.0.0.1:0", Join: []string{addr},
 		P9Listener: listen(t), ClusterListener: listen(t), LogOutput: testWriter{t},
+	})
+	if err != nil {
+		t.Fatalf("New with an unreachable -join = %v, want a node that tries again", err)
 	}
-	n, err := New(cfg)
-	if err == nil || n != nil || !strings.Contains(err.Error(), "join "+addr) {
-		t.Fatalf("New with an unreachable -join = %v, %v", n, err)
-	}
-	// The data directory is free again: a node can start on it.
-	cfg.Join, cfg.P9Listener, cfg.ClusterListener = nil, listen(t), listen(t)
-	n, err = New(cfg)
+	defer n1.Close()
+	n0, err := New(Config{
+		Name: "n0", DataDir: t.TempDir(), GossipAddr: addr,
+		P9Listener: listen(t), ClusterListener: listen(t), LogOutput: testWriter{t},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.Close()
+	defer n0.Close()
+	waitFor(t, "n1 to join n0 by its retried -join", 15*time.Second, func() bool {
+		return len(n1.gossip.Members()) == 2 && len(n0.gossip.Members()) == 2
+	})
 }
