@@ -238,14 +238,21 @@ func (n *Node) setupRunner() {
 	n.logger.Printf("tools run with: %s", n.sandbox)
 }
 
+// Raft's timeouts on a server; a client's idle Raft waits clientRaftTimeout
+// (replica.go).
+const (
+	raftHeartbeatTimeout = 800 * time.Millisecond
+	raftElectionTimeout  = 800 * time.Millisecond
+)
+
 // raftConfig tunes hashicorp/raft for a LAN: a dead leader is noticed
 // within about a second, and a new one elected soon after.
 func (n *Node) raftConfig(hl hclog.Logger) *raft.Config {
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(n.cfg.Name)
 	rc.Logger = hl
-	rc.HeartbeatTimeout = 800 * time.Millisecond
-	rc.ElectionTimeout = 800 * time.Millisecond
+	rc.HeartbeatTimeout = raftHeartbeatTimeout
+	rc.ElectionTimeout = raftElectionTimeout
 	rc.LeaderLeaseTimeout = 400 * time.Millisecond
 	// Followers learn that an entry is committed from the next message the
 	// leader sends; with no other writes that waits for CommitTimeout. A

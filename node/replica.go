@@ -55,6 +55,7 @@ type replica struct {
 
 	hub      *stream.Hub
 	isServer atomic.Bool
+	quiet    atomic.Bool // Raft's timers are a client's (quietRaft)
 	roleKick chan struct{} // check the role now
 
 	mu       sync.Mutex
@@ -235,6 +236,7 @@ func (n *Node) checkRole() {
 	was := n.rep.isServer.Swap(in)
 	switch {
 	case in && !was:
+		n.quietRaft(false)
 		n.stopFollowing()
 		if n.started() {
 			n.logger.Printf("role: this node is in the Raft configuration: a server")
@@ -245,8 +247,35 @@ func (n *Node) checkRole() {
 			n.logger.Printf("role: this node is not in the Raft configuration: a client, following the change stream")
 			kick(n.metaKick)
 		}
+		n.quietRaft(true)
 		n.startFollowing()
 	}
+}
+
+// clientRaftTimeout is a client's Raft heartbeat and election timeout.
+// A client's Raft is in no configuration: when its follower loop's timer
+// fires it finds it may not campaign and sleeps again, so the timer only
+// costs a wake-up (one to two a second at a server's 800 ms, a sizeable
+// part of an idle client's CPU). The leader's first AppendEntries still
+// reaches it at once, and the node becomes a server with the server's
+// timeouts (the shorter timeout wakes the loop, see raft.ReloadConfig).
+const clientRaftTimeout = 5 * time.Minute
+
+// quietRaft gives Raft a client's long timeouts (quiet) or a server's.
+func (n *Node) quietRaft(quiet bool) {
+	if n.rep.quiet.Load() == quiet {
+		return
+	}
+	rc := n.raft.ReloadableConfig()
+	rc.HeartbeatTimeout, rc.ElectionTimeout = raftHeartbeatTimeout, raftElectionTimeout
+	if quiet {
+		rc.HeartbeatTimeout, rc.ElectionTimeout = clientRaftTimeout, clientRaftTimeout
+	}
+	if err := n.raft.ReloadConfig(rc); err != nil {
+		n.logger.Printf("[WARN] raft: cannot set a %s's timeouts: %v", map[bool]string{true: "client", false: "server"}[quiet], err)
+		return
+	}
+	n.rep.quiet.Store(quiet)
 }
 
 // started: the node's start has gone past Raft (a role is news then).
