@@ -60,6 +60,8 @@ type Bridge struct {
 
 	inited atomic.Bool // the MCP session finished its initialisation
 
+	calls, ctls fidPool // open fids of the agent's call and ctl files
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -120,6 +122,8 @@ func New(fsys *client.Fsys, opt Options) (*Bridge, error) {
 		return nil, fmt.Errorf("making an agent: %w", err)
 	}
 	b.dir = "session/" + b.session + "/agent/" + strings.TrimSpace(a)
+	b.calls = fidPool{fsys: fsys, path: b.dir + "/call"}
+	b.ctls = fidPool{fsys: fsys, path: b.dir + "/ctl"}
 
 	var getID func() string
 	if opt.SessionID != "" {
@@ -185,6 +189,8 @@ func (b *Bridge) Session() string { return b.session }
 func (b *Bridge) Close() {
 	b.once.Do(func() {
 		b.cancel()
+		b.calls.close()
+		b.ctls.close()
 		b.killSession()
 	})
 }
@@ -299,7 +305,7 @@ func (b *Bridge) call(name string, t *mcp.Tool) mcp.ToolHandler {
 		if a := req.Params.Arguments; len(a) > 0 && string(a) != "null" {
 			args = string(a)
 		}
-		out, err := ask(b.fsys, b.dir+"/call", name+" "+args)
+		out, err := b.calls.ask(name + " " + args)
 		if err != nil {
 			return errorResult(err), nil
 		}
@@ -335,7 +341,7 @@ func (b *Bridge) builtin(name string) mcp.ToolHandler {
 			}
 			cmd += " " + in.Name
 		}
-		out, err := ask(b.fsys, b.dir+"/ctl", cmd)
+		out, err := b.ctls.ask(cmd)
 		if err != nil {
 			return errorResult(err), nil
 		}
@@ -542,4 +548,82 @@ func tell(fsys *client.Fsys, path, cmd string) error {
 	defer fid.Close()
 	_, err = fid.WriteAt([]byte(cmd), 0)
 	return err
+}
+
+// fidPoolMax is how many idle open fids a fidPool keeps: as many as the
+// calls an MCP client usually has in flight at once.
+const fidPoolMax = 4
+
+// fidPool keeps fids of one file that answers writes open across
+// requests, so a request is a write and a read instead of a walk, open,
+// write, read and clunk (the tree keeps the answer per fid and a write at
+// offset 0 starts a new request). A fid serves one request at a time; a
+// request that finds none idle opens another. Every open and every write
+// is checked by the node as on a fresh fid: the roles of the attach hold
+// for the connection, and revoking its token ends the connection and
+// every fid on it.
+type fidPool struct {
+	fsys *client.Fsys
+	path string
+
+	mu     sync.Mutex
+	idle   []*client.Fid
+	closed bool
+}
+
+// ask writes req at offset 0 of an idle fid (or a newly opened one) and
+// reads the answer. A fid whose request failed is clunked, not kept: the
+// error may have come from the connection rather than the request.
+func (p *fidPool) ask(req string) (string, error) {
+	fid, err := p.get()
+	if err != nil {
+		return "", err
+	}
+	if _, err := fid.WriteAt([]byte(req), 0); err != nil {
+		fid.Close()
+		return "", err
+	}
+	out, err := readAll(fid)
+	if err != nil {
+		fid.Close()
+		return "", err
+	}
+	p.put(fid)
+	return out, nil
+}
+
+func (p *fidPool) get() (*client.Fid, error) {
+	p.mu.Lock()
+	if n := len(p.idle); n > 0 {
+		fid := p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
+		return fid, nil
+	}
+	p.mu.Unlock()
+	return p.fsys.Open(p.path, plan9.ORDWR)
+}
+
+func (p *fidPool) put(fid *client.Fid) {
+	p.mu.Lock()
+	if !p.closed && len(p.idle) < fidPoolMax {
+		p.idle = append(p.idle, fid)
+		fid = nil
+	}
+	p.mu.Unlock()
+	if fid != nil {
+		fid.Close()
+	}
+}
+
+// close clunks the idle fids; fids in use are clunked when their request
+// ends.
+func (p *fidPool) close() {
+	p.mu.Lock()
+	idle := p.idle
+	p.idle, p.closed = nil, true
+	p.mu.Unlock()
+	for _, fid := range idle {
+		fid.Close()
+	}
 }
