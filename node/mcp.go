@@ -86,7 +86,7 @@ func (n *Node) startMCP() error {
 			return nil
 		}
 		return s.bridge.Server()
-	}, &mcp.StreamableHTTPOptions{SessionTimeout: mcpIdle})
+	}, &mcp.StreamableHTTPOptions{SessionTimeout: mcpIdle, JSONResponse: true})
 	m.http = &http.Server{Handler: m, ReadHeaderTimeout: 10 * time.Second}
 	n.mcp = m
 	n.wg.Add(1)
