@@ -21,6 +21,13 @@
 //     that parses the same 10,000 .meta files, an exec of the same
 //     script, go9p's own server with a static file in a process of its
 //     own (the floor programs are in internal/).
+//   - BenchmarkMCPCall, BenchmarkMCPFloor: one tools/call through MCP
+//     (`toolnode mcp` over stdio, the node's -mcp over Streamable HTTP)
+//     against the same request over 9P, the legs interleaved in one loop
+//     and reported as medians and median differences
+//     (mcp_bench_test.go); the floor is the SDK's own server with a tool
+//     that does nothing (internal/mcpecho) against one 9P round trip to
+//     go9p's server.
 //
 // The package has no code outside its tests and the floor programs; "go test ./bench/" without
 // -bench runs only quick unit tests of the helpers. The etcd baseline
