@@ -27,7 +27,8 @@
 //     and reported as medians and median differences
 //     (mcp_bench_test.go); the floor is the SDK's own server with a tool
 //     that does nothing (internal/mcpecho) against one 9P round trip to
-//     go9p's server.
+//     go9p's server; BenchmarkMCPAllocs is what one call allocates in
+//     the SDK.
 //
 // The package has no code outside its tests and the floor programs; "go test ./bench/" without
 // -bench runs only quick unit tests of the helpers. The etcd baseline
