@@ -558,10 +558,12 @@ const fidPoolMax = 4
 // requests, so a request is a write and a read instead of a walk, open,
 // write, read and clunk (the tree keeps the answer per fid and a write at
 // offset 0 starts a new request). A fid serves one request at a time; a
-// request that finds none idle opens another. Every open and every write
-// is checked by the node as on a fresh fid: the roles of the attach hold
-// for the connection, and revoking its token ends the connection and
-// every fid on it.
+// request that finds none idle opens another. Nothing is checked less
+// than on a fresh fid: the node checks the role at the open, a
+// principal's role cannot change while it is attached (a token is only
+// made or revoked), revoking the token ends the connection and every fid
+// on it, and a call looks its agent up again (one killed meanwhile
+// fails).
 type fidPool struct {
 	fsys *client.Fsys
 	path string
