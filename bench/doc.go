@@ -24,6 +24,14 @@
 //     runs the floor and the call in turn in every iteration, and, with
 //     TOOLNODE_BENCH_BASELINE naming another toolnode binary, the same
 //     call on a node of that binary: before and after in one run.
+//   - BenchmarkMCPCall, BenchmarkMCPFloor: one tools/call through MCP
+//     (`toolnode mcp` over stdio, the node's -mcp over Streamable HTTP)
+//     against the same request over 9P, the legs interleaved in one loop
+//     and reported as medians and median differences
+//     (mcp_bench_test.go); the floor is the SDK's own server with a tool
+//     that does nothing (internal/mcpecho) against one 9P round trip to
+//     go9p's server; BenchmarkMCPAllocs is what one call allocates in
+//     the SDK.
 //
 // The package has no code outside its tests and the floor programs; "go test ./bench/" without
 // -bench runs only quick unit tests of the helpers. The etcd baseline

@@ -4,62 +4,242 @@ package bench
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"9fans.net/go/plan9"
+	"9fans.net/go/plan9/client"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// BenchmarkMCPCall is one tools/call of the trivial tool through MCP, by
-// the SDK's own client, beside the same call over 9P in the same run:
-//   - 9p: walk+open call, write, read to EOF, clunk (as BenchmarkCall);
+// The MCP benchmarks time one tools/call through MCP, by the SDK's own
+// client, against the same call over 9P. A call of a tool is an exec of
+// ~2–10 ms whose time swings by more than a millisecond between rounds
+// on a busy machine, so the legs are interleaved: every iteration runs
+// each leg once, in an order that rotates, and what is reported is the
+// median of each leg and the median of the per-iteration differences
+// from the first leg (ns/op is the sum of the legs and means nothing).
+
+// leg is one way of doing the same thing.
+type leg struct {
+	name string
+	do   func() error
+}
+
+// interleaved runs the legs round-robin and reports, for each, its
+// median ("NAME-ms") and, for each after the first, the median of its
+// difference from the first in the same iteration ("NAME-added-ms").
+func interleaved(b *testing.B, legs ...leg) {
+	b.Helper()
+	took := make([][]time.Duration, len(legs))
+	for _, l := range legs { // warm every path once
+		if err := l.do(); err != nil {
+			b.Fatalf("%s: %v", l.name, err)
+		}
+	}
+	i := 0
+	for b.Loop() {
+		for k := range legs {
+			j := (i + k) % len(legs)
+			t0 := time.Now()
+			if err := legs[j].do(); err != nil {
+				b.Fatalf("%s: %v", legs[j].name, err)
+			}
+			took[j] = append(took[j], time.Since(t0))
+		}
+		i++
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+	for j, l := range legs {
+		b.ReportMetric(ms(median(took[j])), l.name+"-ms")
+		if j == 0 {
+			continue
+		}
+		diff := make([]time.Duration, len(took[j]))
+		for k := range diff {
+			diff[k] = took[j][k] - took[0][k]
+		}
+		b.ReportMetric(ms(median(diff)), l.name+"-added-ms")
+	}
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// mcpSession connects the SDK's client through t.
+func mcpSession(b *testing.B, t mcp.Transport) *mcp.ClientSession {
+	b.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := c.Connect(ctx, t, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	return s
+}
+
+// mcpLeg is a tools/call of name through s whose text must contain want.
+func mcpLeg(legName string, s *mcp.ClientSession, name, want string) leg {
+	params := &mcp.CallToolParams{Name: name, Arguments: map[string]any{}}
+	return leg{legName, func() error {
+		res, err := s.CallTool(context.Background(), params)
+		if err != nil {
+			return err
+		}
+		if len(res.Content) == 0 {
+			return fmt.Errorf("no content")
+		}
+		tc, ok := res.Content[0].(*mcp.TextContent)
+		if !ok {
+			return fmt.Errorf("%s answered %T", name, res.Content[0])
+		}
+		if res.IsError || !strings.Contains(tc.Text, want) {
+			return fmt.Errorf("%s answered (isError %v) %q", name, res.IsError, tc.Text)
+		}
+		return nil
+	}}
+}
+
+// askLeg is the request as plan9port's "9p rdwr" makes it: walk and open
+// the file, write, read to EOF, clunk.
+func askLeg(c *conn9, path, req, want string) leg {
+	return leg{"9p", func() error {
+		out, err := c.ask(path, req)
+		if err != nil || !strings.Contains(out, want) {
+			return fmt.Errorf("%q, %v", out, err)
+		}
+		return nil
+	}}
+}
+
+// keptLeg is the same request on a fid kept open: write at offset 0,
+// read to EOF.
+func keptLeg(b *testing.B, c *conn9, path, req, want string) leg {
+	fid, err := c.fsys.Open(path, plan9.ORDWR)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { fid.Close() })
+	return leg{"9p-kept-fid", func() error {
+		if _, err := fid.WriteAt([]byte(req), 0); err != nil {
+			return err
+		}
+		out, err := readAll(fid)
+		if err != nil || !strings.Contains(string(out), want) {
+			return fmt.Errorf("%q, %v", out, err)
+		}
+		return nil
+	}}
+}
+
+// BenchmarkMCPCall is one tools/call through MCP beside the same request
+// over 9P, interleaved, against one node with every protection on:
+//   - 9p: walk+open, write, read to EOF, clunk (as BenchmarkCall);
+//   - 9p-kept-fid: write and read to EOF on a fid kept open;
 //   - mcp-stdio: `toolnode mcp` as a child process, as desktop clients
-//     run it, speaking 9P to the node;
+//     run it, speaking 9P over TCP to the node;
 //   - mcp-http: the node's own -mcp endpoint (Streamable HTTP).
+//
+// call is the trivial tool (an exec in the sandbox); builtin is the
+// built-in tools_all, a write to the agent's ctl file that runs nothing,
+// so what MCP adds shows without the exec's noise.
 func BenchmarkMCPCall(b *testing.B) {
 	mcpAddr := freePorts(b, 1)[0]
 	l := startLoneWith(b, "-mcp", mcpAddr)
-	b.Run("9p", func(b *testing.B) {
-		for b.Loop() {
-			if out, err := l.conn.ask(l.agent+"/call", "nop {}"); err != nil || out != "ok\n" {
-				b.Fatalf("call: %q, %v", out, err)
-			}
-		}
-	})
-	run := func(b *testing.B, t mcp.Transport) {
-		c := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		s, err := c.Connect(ctx, t, nil)
-		cancel()
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer s.Close()
-		ctx = context.Background()
-		if res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "tool_load", Arguments: map[string]any{"name": "nop"}}); err != nil || res.IsError {
+	stdio := mcpSession(b, &mcp.CommandTransport{Command: exec.Command(toolnodeBin(b), "mcp", "-a", l.addr)})
+	http := mcpSession(b, &mcp.StreamableClientTransport{Endpoint: "http://" + mcpAddr + "/", HTTPClient: &http.Client{}, MaxRetries: -1})
+	for _, s := range []*mcp.ClientSession{stdio, http} {
+		if res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "tool_load", Arguments: map[string]any{"name": "nop"}}); err != nil || res.IsError {
 			b.Fatalf("tool_load: %v %+v", err, res)
 		}
-		params := &mcp.CallToolParams{Name: "nop", Arguments: map[string]any{}}
-		for b.Loop() {
-			res, err := s.CallTool(ctx, params)
-			if err != nil {
-				b.Fatalf("tools/call: %v", err)
-			}
-			if res.IsError {
-				b.Fatalf("tools/call: %s", res.Content[0].(*mcp.TextContent).Text)
-			}
-			if tc, ok := res.Content[0].(*mcp.TextContent); !ok || strings.TrimSpace(tc.Text) != "ok" {
-				b.Fatalf("tools/call answered %+v", res.Content)
-			}
+	}
+	b.Run("call", func(b *testing.B) {
+		interleaved(b,
+			askLeg(l.conn, l.agent+"/call", "nop {}", "ok"),
+			keptLeg(b, l.conn, l.agent+"/call", "nop {}", "ok"),
+			mcpLeg("mcp-stdio", stdio, "nop", "ok"),
+			mcpLeg("mcp-http", http, "nop", "ok"))
+	})
+	b.Run("builtin", func(b *testing.B) {
+		interleaved(b,
+			askLeg(l.conn, l.agent+"/ctl", "tools_all", "nop"),
+			keptLeg(b, l.conn, l.agent+"/ctl", "tools_all", "nop"),
+			mcpLeg("mcp-stdio", stdio, "tools_all", "nop"),
+			mcpLeg("mcp-http", http, "tools_all", "nop"))
+	})
+}
+
+// BenchmarkMCPFloor is what the SDK costs with no toolnode in it: a
+// tools/call of a tool that answers "ok" and does nothing
+// (internal/mcpecho, a process of its own, over stdio and over
+// Streamable HTTP with JSON responses), beside one 9P round trip of the
+// same size to go9p's own server in a process of its own (a read of a
+// static file on an open fid), interleaved.
+func BenchmarkMCPFloor(b *testing.B) {
+	g := startGo9p(b)
+	fid, err := g.fsys.Open("toolsrv.rev", plan9.OREAD)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { fid.Close() })
+	echo := helperBin(b, "mcpecho")
+	stdio := mcpSession(b, &mcp.CommandTransport{Command: exec.Command(echo)})
+	addr := freePorts(b, 1)[0]
+	p := startProc(b, childEnv(), echo, "-http", addr)
+	b.Cleanup(p.kill)
+	if err := waitLog(p, "serving", 30*time.Second); err != nil {
+		b.Fatal(err)
+	}
+	http := mcpSession(b, &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/", HTTPClient: &http.Client{}, MaxRetries: -1})
+	buf := make([]byte, 64)
+	interleaved(b,
+		leg{"9p-read", func() error { return readOnce(fid, buf, "7\n") }},
+		mcpLeg("mcp-stdio", stdio, "echo", "ok"),
+		mcpLeg("mcp-http", http, "echo", "ok"))
+}
+
+func readOnce(fid *client.Fid, buf []byte, want string) error {
+	n, err := fid.ReadAt(buf, 0)
+	if (err != nil && !errors.Is(err, io.EOF)) || string(buf[:n]) != want {
+		return fmt.Errorf("read %q, %v", buf[:n], err)
+	}
+	return nil
+}
+
+// BenchmarkMCPAllocs is what one tools/call allocates in the SDK, client
+// and server together, in one process over its in-memory transport (a
+// net.Pipe), with a tool that does nothing. Its time is not a floor (a
+// net.Pipe hands over a few hundred bytes at a time); B/op and allocs/op
+// are what matter: the same on any machine.
+func BenchmarkMCPAllocs(b *testing.B) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "echo", Version: "1"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "echo", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok\n"}}}, nil
+		})
+	ct, st := mcp.NewInMemoryTransports()
+	ss, err := srv.Connect(context.Background(), st, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ss.Close()
+	l := mcpLeg("echo", mcpSession(b, ct), "echo", "ok")
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := l.do(); err != nil {
+			b.Fatal(err)
 		}
 	}
-	b.Run("mcp-stdio", func(b *testing.B) {
-		run(b, &mcp.CommandTransport{Command: exec.Command(toolnodeBin(b), "mcp", "-a", l.addr)})
-	})
-	b.Run("mcp-http", func(b *testing.B) {
-		run(b, &mcp.StreamableClientTransport{Endpoint: "http://" + mcpAddr + "/", HTTPClient: &http.Client{}, MaxRetries: -1})
-	})
 }

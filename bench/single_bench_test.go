@@ -44,7 +44,7 @@ func helperBin(tb testing.TB, name string) string {
 	tb.Helper()
 	bin := toolnodeBin(tb) // makes binDir
 	helperOnce.Do(func() {
-		for _, h := range []string{"metafloor", "go9pstatic"} {
+		for _, h := range []string{"metafloor", "go9pstatic", "mcpecho"} {
 			p := filepath.Join(filepath.Dir(bin), h)
 			cmd := exec.Command(goTool(), "build", "-o", p, "github.com/toolnode/toolnode/bench/internal/"+h)
 			if out, err := cmd.CombinedOutput(); err != nil {

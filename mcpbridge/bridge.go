@@ -47,7 +47,7 @@ type Options struct {
 // Bridge is one MCP session's agent. Its methods are safe for concurrent
 // use.
 type Bridge struct {
-	fsys *client.Fsys
+	tree *tree
 	opt  Options
 	srv  *mcp.Server
 
@@ -59,6 +59,8 @@ type Bridge struct {
 	where     string            // fingerprint of where the listed tools run
 
 	inited atomic.Bool // the MCP session finished its initialisation
+
+	calls, ctls fidPool // open fids of the agent's call and ctl files
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -102,10 +104,10 @@ func New(fsys *client.Fsys, opt Options) (*Bridge, error) {
 		rand.Read(r[:])
 		opt.Session = "mcp-" + hex.EncodeToString(r[:])
 	}
-	b := &Bridge{fsys: fsys, opt: opt, listed: map[string]string{}}
+	b := &Bridge{tree: &tree{fsys: fsys}, opt: opt, listed: map[string]string{}}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 
-	s, err := ask(fsys, "session/new", "name="+opt.Session)
+	s, err := ask(b.tree, "session/new", "name="+opt.Session)
 	if err != nil {
 		return nil, fmt.Errorf("making a session: %w", err)
 	}
@@ -114,12 +116,14 @@ func New(fsys *client.Fsys, opt Options) (*Bridge, error) {
 	if opt.Profile != "" {
 		spec += " profile=" + opt.Profile
 	}
-	a, err := ask(fsys, "session/"+b.session+"/agent/new", spec)
+	a, err := ask(b.tree, "session/"+b.session+"/agent/new", spec)
 	if err != nil {
 		b.killSession()
 		return nil, fmt.Errorf("making an agent: %w", err)
 	}
 	b.dir = "session/" + b.session + "/agent/" + strings.TrimSpace(a)
+	b.calls = fidPool{tree: b.tree, path: b.dir + "/call"}
+	b.ctls = fidPool{tree: b.tree, path: b.dir + "/ctl"}
 
 	var getID func() string
 	if opt.SessionID != "" {
@@ -185,6 +189,8 @@ func (b *Bridge) Session() string { return b.session }
 func (b *Bridge) Close() {
 	b.once.Do(func() {
 		b.cancel()
+		b.calls.close()
+		b.ctls.close()
 		b.killSession()
 	})
 }
@@ -194,7 +200,7 @@ func (b *Bridge) Close() {
 func (b *Bridge) Wait() { b.wg.Wait() }
 
 func (b *Bridge) killSession() {
-	if err := tell(b.fsys, "session/"+b.session+"/ctl", "kill"); err != nil {
+	if err := tell(b.tree, "session/"+b.session+"/ctl", "kill"); err != nil {
 		b.opt.Logf("mcp: removing session %s: %v", b.session, err)
 	}
 }
@@ -206,7 +212,7 @@ func (b *Bridge) killSession() {
 func (b *Bridge) refresh() error {
 	b.refreshMu.Lock()
 	defer b.refreshMu.Unlock()
-	text, err := read(b.fsys, b.dir+"/tools")
+	text, err := read(b.tree, b.dir+"/tools")
 	if err != nil {
 		return fmt.Errorf("listing the agent's tools: %w", err)
 	}
@@ -257,7 +263,7 @@ type toolMeta struct {
 // describe makes the MCP listing of one loaded tool, and says where it
 // can run.
 func (b *Bridge) describe(name string) (*mcp.Tool, string, error) {
-	raw, err := read(b.fsys, "t/"+name+".meta")
+	raw, err := read(b.tree, "t/"+name+".meta")
 	if err != nil {
 		return nil, "", err
 	}
@@ -265,7 +271,7 @@ func (b *Bridge) describe(name string) (*mcp.Tool, string, error) {
 	if err := json.Unmarshal([]byte(raw), &m); err != nil {
 		return nil, "", fmt.Errorf("t/%s.meta: %w", name, err)
 	}
-	where, err := ask(b.fsys, "cluster/where", name)
+	where, err := ask(b.tree, "cluster/where", name)
 	if err != nil {
 		return nil, "", err
 	}
@@ -299,7 +305,7 @@ func (b *Bridge) call(name string, t *mcp.Tool) mcp.ToolHandler {
 		if a := req.Params.Arguments; len(a) > 0 && string(a) != "null" {
 			args = string(a)
 		}
-		out, err := ask(b.fsys, b.dir+"/call", name+" "+args)
+		out, err := b.calls.ask(name + " " + args)
 		if err != nil {
 			return errorResult(err), nil
 		}
@@ -335,7 +341,7 @@ func (b *Bridge) builtin(name string) mcp.ToolHandler {
 			}
 			cmd += " " + in.Name
 		}
-		out, err := ask(b.fsys, b.dir+"/ctl", cmd)
+		out, err := b.ctls.ask(cmd)
 		if err != nil {
 			return errorResult(err), nil
 		}
@@ -350,7 +356,7 @@ func (b *Bridge) builtin(name string) mcp.ToolHandler {
 }
 
 func (b *Bridge) preamble(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-	text, err := read(b.fsys, b.dir+"/preamble")
+	text, err := read(b.tree, b.dir+"/preamble")
 	if err != nil {
 		return nil, err
 	}
@@ -365,7 +371,7 @@ func (b *Bridge) toolDoc(ctx context.Context, req *mcp.ReadResourceRequest) (*mc
 	if !ok || name == "" || strings.Contains(name, "/") {
 		return nil, mcp.ResourceNotFoundError(req.Params.URI)
 	}
-	doc, err := ask(b.fsys, "tools", name)
+	doc, err := ask(b.tree, "tools", name)
 	if err != nil {
 		return nil, mcp.ResourceNotFoundError(req.Params.URI)
 	}
@@ -379,7 +385,7 @@ func (b *Bridge) toolDoc(ctx context.Context, req *mcp.ReadResourceRequest) (*mc
 func (b *Bridge) watchEvents() {
 	defer b.wg.Done()
 	for b.ctx.Err() == nil {
-		fid, err := b.fsys.Open("events", plan9.OREAD)
+		fid, err := b.tree.open("events", plan9.OREAD)
 		if err != nil {
 			b.opt.Logf("mcp: opening events: %v", err)
 			if !b.sleep(time.Second) {
@@ -388,7 +394,7 @@ func (b *Bridge) watchEvents() {
 			continue
 		}
 		b.readEvents(fid)
-		fid.Close()
+		b.tree.clunk(fid)
 	}
 }
 
@@ -456,7 +462,7 @@ func (b *Bridge) pollWhere() {
 		b.refreshMu.Unlock()
 		var wheres []string
 		for _, name := range names {
-			w, err := ask(b.fsys, "cluster/where", name)
+			w, err := ask(b.tree, "cluster/where", name)
 			if err != nil {
 				w = "?"
 			}
@@ -510,23 +516,23 @@ func readAll(fid *client.Fid) (string, error) {
 	}
 }
 
-func read(fsys *client.Fsys, path string) (string, error) {
-	fid, err := fsys.Open(path, plan9.OREAD)
+func read(t *tree, path string) (string, error) {
+	fid, err := t.open(path, plan9.OREAD)
 	if err != nil {
 		return "", err
 	}
-	defer fid.Close()
+	defer t.clunk(fid)
 	return readAll(fid)
 }
 
 // ask writes a request to a file that answers writes and reads the
 // answer on the same fid, as 9p rdwr does.
-func ask(fsys *client.Fsys, path, req string) (string, error) {
-	fid, err := fsys.Open(path, plan9.ORDWR)
+func ask(t *tree, path, req string) (string, error) {
+	fid, err := t.open(path, plan9.ORDWR)
 	if err != nil {
 		return "", err
 	}
-	defer fid.Close()
+	defer t.clunk(fid)
 	if _, err := fid.WriteAt([]byte(req), 0); err != nil {
 		return "", err
 	}
@@ -534,12 +540,118 @@ func ask(fsys *client.Fsys, path, req string) (string, error) {
 }
 
 // tell writes a command whose answer is not needed.
-func tell(fsys *client.Fsys, path, cmd string) error {
-	fid, err := fsys.Open(path, plan9.OWRITE)
+func tell(t *tree, path, cmd string) error {
+	fid, err := t.open(path, plan9.OWRITE)
 	if err != nil {
 		return err
 	}
-	defer fid.Close()
+	defer t.clunk(fid)
 	_, err = fid.WriteAt([]byte(cmd), 0)
 	return err
+}
+
+// tree is the node's 9P tree through one connection, with the bridge's
+// goroutines (calls, the events watcher, the poller) all on it. The 9fans
+// client puts a fid's number back in its free list as soon as it sends
+// the Tclunk, before the Rclunk; a node serves a connection's requests
+// concurrently, so a walk to that number sent meanwhile by another
+// goroutine can reach it first and fail ("fid N is already in use on
+// this connection"; seen under load before the kept fids, in about one
+// round of BenchmarkMCPCall in three). tree keeps walks and clunks apart:
+// one at a time on the connection. Reads and writes are not held up.
+type tree struct {
+	fsys *client.Fsys
+	mu   sync.Mutex
+}
+
+func (t *tree) open(path string, mode uint8) (*client.Fid, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.fsys.Open(path, mode)
+}
+
+func (t *tree) clunk(fid *client.Fid) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	fid.Close()
+}
+
+// fidPoolMax is how many idle open fids a fidPool keeps: as many as the
+// calls an MCP client usually has in flight at once.
+const fidPoolMax = 4
+
+// fidPool keeps fids of one file that answers writes open across
+// requests, so a request is a write and a read instead of a walk, open,
+// write, read and clunk (the tree keeps the answer per fid and a write at
+// offset 0 starts a new request). A fid serves one request at a time; a
+// request that finds none idle opens another. Nothing is checked less
+// than on a fresh fid: the node checks the role at the open, a
+// principal's role cannot change while it is attached (a token is only
+// made or revoked), revoking the token ends the connection and every fid
+// on it, and a call looks its agent up again (one killed meanwhile
+// fails).
+type fidPool struct {
+	tree *tree
+	path string
+
+	mu     sync.Mutex
+	idle   []*client.Fid
+	closed bool
+}
+
+// ask writes req at offset 0 of an idle fid (or a newly opened one) and
+// reads the answer. A fid whose request failed is clunked, not kept: the
+// error may have come from the connection rather than the request.
+func (p *fidPool) ask(req string) (string, error) {
+	fid, err := p.get()
+	if err != nil {
+		return "", err
+	}
+	if _, err := fid.WriteAt([]byte(req), 0); err != nil {
+		p.tree.clunk(fid)
+		return "", err
+	}
+	out, err := readAll(fid)
+	if err != nil {
+		p.tree.clunk(fid)
+		return "", err
+	}
+	p.put(fid)
+	return out, nil
+}
+
+func (p *fidPool) get() (*client.Fid, error) {
+	p.mu.Lock()
+	if n := len(p.idle); n > 0 {
+		fid := p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
+		return fid, nil
+	}
+	p.mu.Unlock()
+	return p.tree.open(p.path, plan9.ORDWR)
+}
+
+func (p *fidPool) put(fid *client.Fid) {
+	p.mu.Lock()
+	if !p.closed && len(p.idle) < fidPoolMax {
+		p.idle = append(p.idle, fid)
+		fid = nil
+	}
+	p.mu.Unlock()
+	if fid != nil {
+		p.tree.clunk(fid)
+	}
+}
+
+// close clunks the idle fids; fids in use are clunked when their request
+// ends.
+func (p *fidPool) close() {
+	p.mu.Lock()
+	idle := p.idle
+	p.idle, p.closed = nil, true
+	p.mu.Unlock()
+	for _, fid := range idle {
+		p.tree.clunk(fid)
+	}
 }

@@ -17,7 +17,15 @@
 //     title-less long description; _meta["toolnode/nodes"] lists the nodes
 //     that can run it now.
 //   - tools/call: a write of "NAME JSON" to the agent's call file and a
-//     read of the answer, so the call is routed like any other. A failed
+//     read of the answer, so the call is routed like any other. The
+//     bridge keeps fids of the call and ctl files open across requests
+//     (a fidPool, up to four idle each): the tree keeps an answer per fid
+//     and a write at offset 0 starts a new request, so a call is a write
+//     and the reads of its answer, not also a walk, an open and a clunk.
+//     A fid whose request failed is clunked, not kept. Opens and clunks
+//     take one lock per connection (tree): the 9fans client reuses a fid
+//     number as soon as it sends the Tclunk, and the node may serve a
+//     walk to it first. A failed
 //     tool is a result with isError and the node's error text (exit status
 //     and stderr tail); a tool whose outputFormat is json also answers
 //     structuredContent.

@@ -86,7 +86,7 @@ func (n *Node) startMCP() error {
 			return nil
 		}
 		return s.bridge.Server()
-	}, &mcp.StreamableHTTPOptions{SessionTimeout: mcpIdle})
+	}, &mcp.StreamableHTTPOptions{SessionTimeout: mcpIdle, JSONResponse: true})
 	m.http = &http.Server{Handler: m, ReadHeaderTimeout: 10 * time.Second}
 	n.mcp = m
 	n.wg.Add(1)
@@ -177,8 +177,14 @@ func (m *mcpServer) newSession(r *http.Request, token string, sum [32]byte) (*mc
 	if ap, err := net.ResolveTCPAddr("tcp", r.RemoteAddr); err == nil {
 		remote = ap
 	}
+	var idb [16]byte
+	rand.Read(idb[:])
+	id := hex.EncodeToString(idb[:])
 	here, there := net.Pipe()
-	go m.n.p9.ServeConn(remoteConn{there, remote})
+	go func() {
+		m.n.p9.ServeConn(remoteConn{there, remote})
+		m.connEnded(id)
+	}()
 	conn, err := client.NewConn(here)
 	if err != nil {
 		here.Close()
@@ -189,9 +195,6 @@ func (m *mcpServer) newSession(r *http.Request, token string, sum [32]byte) (*mc
 		conn.Close()
 		return nil, "", err
 	}
-	var idb [16]byte
-	rand.Read(idb[:])
-	id := hex.EncodeToString(idb[:])
 	s := &mcpSession{token: sum, conn: conn}
 	b, err := mcpbridge.New(fsys, mcpbridge.Options{
 		Profile:   r.URL.Query().Get("profile"),
@@ -226,6 +229,31 @@ func (m *mcpServer) newSession(r *http.Request, token string, sum [32]byte) (*mc
 func (s *mcpSession) end() {
 	s.bridge.Close()
 	s.conn.Close()
+}
+
+// connEnded ends MCP session id when the node ended its 9P connection
+// (its token was revoked, DropPrincipal) rather than the session's own
+// end: the bridge cannot remove its toolnode session over a connection
+// that is gone, so the node removes it, and the MCP session ends, so the
+// client learns at once (404 for the session) instead of meeting errors
+// call after call.
+func (m *mcpServer) connEnded(id string) {
+	m.mu.Lock()
+	s := m.sessions[id]
+	delete(m.sessions, id)
+	m.mu.Unlock()
+	if s == nil {
+		return // dropped, or never made
+	}
+	m.n.logger.Printf("mcp: session %s: the node ended its 9P connection: ending the MCP session and removing toolnode session %s", id, s.bridge.Session())
+	s.bridge.Close()
+	s.conn.Close()
+	if err := m.n.KillSession(s.bridge.Session()); err != nil {
+		m.n.logger.Printf("mcp: removing session %s: %v", s.bridge.Session(), err)
+	}
+	for ss := range s.bridge.Server().Sessions() {
+		ss.Close()
+	}
 }
 
 func (m *mcpServer) drop(id string) {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -273,6 +274,24 @@ func Test_E2E_MCP_HTTP(t *testing.T) {
 	if res := callTool(t, s1, "echo_t", map[string]any{"y": true}); res.IsError || strings.TrimSpace(resultText(res)) != `{"y":true}` {
 		t.Errorf("echo_t over HTTP: error %v, %q", res.IsError, resultText(res))
 	}
+	// Calls at once on one session: the bridge keeps its call fids open
+	// across calls, and every answer must still reach its own call.
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := s1.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo_t", Arguments: map[string]any{"i": i}})
+			if err != nil {
+				t.Errorf("call %d: %v", i, err)
+				return
+			}
+			if want := fmt.Sprintf(`{"i":%d}`, i); res.IsError || strings.TrimSpace(resultText(res)) != want {
+				t.Errorf("call %d answered error %v, %q, want %s", i, res.IsError, resultText(res), want)
+			}
+		}()
+	}
+	wg.Wait()
 	// The other session is another agent: echo_t is not loaded there.
 	if names := strings.Join(toolNames(t, s2), " "); strings.Contains(names, "echo_t") {
 		t.Errorf("a second MCP session sees the first one's loads: %s", names)
@@ -314,6 +333,31 @@ func Test_E2E_MCP_HTTP(t *testing.T) {
 		t.Fatalf("the admin token was refused: %v", err)
 	}
 	s3.Close()
+
+	// A revoked token ends its MCP session's calls, though the bridge
+	// keeps its call fids open: the node ends the 9P connection of a
+	// revoked token, fids and all. The control: the same session calls
+	// before the revocation.
+	secret := strings.TrimSpace(tokenCLI(t, a, "new", "-role", "call", "mcpcall"))
+	s4, _, err := mcpHTTPClient(t, url, secret)
+	if err != nil {
+		t.Fatalf("a call token was refused: %v", err)
+	}
+	if res := callTool(t, s4, "tool_load", map[string]any{"name": "echo_t"}); res.IsError {
+		t.Fatalf("tool_load with a call token: %s", resultText(res))
+	}
+	if res := callTool(t, s4, "echo_t", map[string]any{"z": 1}); res.IsError || strings.TrimSpace(resultText(res)) != `{"z":1}` {
+		t.Fatalf("echo_t with a call token, before its revocation: error %v, %q", res.IsError, resultText(res))
+	}
+	tokenCLI(t, a, "revoke", "mcpcall")
+	pollUntil(t, 5*time.Second, "the revoked token's MCP calls to fail", func() (bool, string) {
+		res, err := s4.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo_t", Arguments: map[string]any{"z": 2}})
+		if err != nil {
+			return true, err.Error()
+		}
+		return res.IsError, resultText(res)
+	})
+	a.p.waitLog(t, 5*time.Second, "the node ended its 9P connection: ending the MCP session")
 
 	// Closing an MCP session removes its toolnode session.
 	s2.Close()
