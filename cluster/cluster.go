@@ -120,6 +120,7 @@ type Cluster struct {
 
 	reconnectEvery, reconnectFor time.Duration   // reconnect.go
 	trying                       map[string]bool // members a reconnect is under way to; under mu
+	failed                       chan struct{}   // a member failed: wakes reconnectLoop
 }
 
 type tracked struct {
@@ -203,6 +204,7 @@ func newCluster(name string, meta Meta, logger *log.Logger) *Cluster {
 		syncTo:  map[string]bool{},
 		trying:  map[string]bool{},
 		kick:    make(chan struct{}, 1),
+		failed:  make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 	}
 	c.bq = &memberlist.TransmitLimitedQueue{NumNodes: c.aliveCount, RetransmitMult: retransmitMult}
@@ -378,6 +380,12 @@ func (e *eventDelegate) send(k EventKind, n *memberlist.Node) {
 			t.m.State = "left"
 		}
 		t.gone = time.Now()
+		if t.m.State == "dead" {
+			select {
+			case e.c.failed <- struct{}{}:
+			default:
+			}
+		}
 	} else {
 		t.m.State = "alive"
 	}

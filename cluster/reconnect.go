@@ -26,15 +26,22 @@ const (
 	maxTrying = 3
 )
 
-// reconnectLoop tries a failed member every reconnectEvery until Shutdown.
+// reconnectLoop tries a failed member every reconnectEvery until
+// Shutdown. While no member has failed it sleeps until one does: an idle
+// node of a large cluster should not wake every second for nothing.
 func (c *Cluster) reconnectLoop() {
-	tick := time.NewTicker(c.reconnectEvery)
-	defer tick.Stop()
 	for {
+		if !c.anyFailed(time.Now()) {
+			select {
+			case <-c.stop:
+				return
+			case <-c.failed:
+			}
+		}
 		select {
 		case <-c.stop:
 			return
-		case <-tick.C:
+		case <-time.After(c.reconnectEvery):
 		}
 		name, addr, ok := c.pickFailed(time.Now())
 		if !ok {
@@ -42,6 +49,18 @@ func (c *Cluster) reconnectLoop() {
 		}
 		go c.reconnect(name, addr)
 	}
+}
+
+// anyFailed reports whether a member failed less than reconnectFor ago.
+func (c *Cluster) anyFailed(now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for n, t := range c.members {
+		if n != c.name && t.m.State == "dead" && t.m.Addr != "" && now.Sub(t.gone) <= c.reconnectFor {
+			return true
+		}
+	}
+	return false
 }
 
 // pickFailed chooses, at random, a failed member to try again, one that no
