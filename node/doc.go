@@ -30,6 +30,17 @@
 // With -9p-tls-cert and -9p-tls-key the 9P listener speaks TLS 1.3, each
 // handshake beside the accept loop under a deadline (p9tls.go).
 //
+// Start order (New): the directories are watched, then the tools
+// directory is read in the background while Raft opens its log,
+// restores its snapshot and (a lone voter) elects itself at once; a
+// restarted lone voter then waits on a Barrier until the log it found is
+// applied. The catalog ignores the FSM's updates meanwhile and is built
+// once after, on parallel workers, with the parses of that read. A
+// leader then publishes only what differs from the state it holds (in
+// batches proposed together) before 9P serves, so the tree is complete
+// from its first read. Each step is logged at debug level ("start: ...",
+// startlog.go).
+//
 // Only node sees every other package; the others stay ignorant of each
 // other (registry ← raftfsm; p9 and cluster stand alone).
 package node

@@ -199,7 +199,9 @@ func New(cfg Config) (n *Node, err error) {
 	n.catalog.dropHints()
 	n.steps.step("publisher")
 	n.startResolver()
-	n.gossip.SetCapabilities(n.catalog.caps())
+	// What this host can run is gossiped by advertise, beside 9P: encoding
+	// thousands of tools for memberlist need not hold up the first read.
+	kick(n.metaKick)
 	n.wg.Add(1)
 	go n.advertise()
 	n.startP9()
@@ -539,9 +541,10 @@ func (n *Node) waitLeader(d time.Duration) error {
 	}
 	// Raft applies the entries after the last snapshot only once the new
 	// leader commits: until then the FSM lacks them, and the publisher
-	// would propose again every tool they hold.
+	// would propose again every tool they hold. (The timeout bounds the
+	// queueing only: a long log is applied to its end.)
 	if err := n.raft.Barrier(time.Until(deadline)).Error(); err != nil {
-		return fmt.Errorf("replaying the raft log: %w", err)
+		n.warnf("raft: applying the log found on disk: %v; its tools may be proposed again", err)
 	}
 	return nil
 }
