@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -22,7 +23,9 @@ import (
 //
 //   - BenchmarkStart: process start → t/idx lists every one of 10,000
 //     tools, on a fresh data directory and on a restart; the floor is a
-//     process that reads and parses the same 10,000 .meta files.
+//     process that reads and parses the same 10,000 .meta files. The three
+//     legs run back to back in each round, and the ratios are the medians
+//     of the rounds'.
 //   - BenchmarkCall: walk+open call, write "nop {}", read to EOF, clunk,
 //     sandbox on; the floor is an exec of the same script from the client.
 //   - BenchmarkWalkRead: walk+open+read+clunk of an agent's toolsrv.rev;
@@ -119,6 +122,13 @@ func waitIdx(p *proc, addr string, want int, d time.Duration) error {
 	}
 }
 
+// BenchmarkStart runs rounds of three legs back to back, so that the legs
+// of a round share the machine's load: the floor (metafloor reads and
+// parses the 10,000 files), a node on a fresh data directory, and a node
+// restarted on a data directory that already holds the tools; each node
+// leg runs from exec until t/idx lists every tool, and the node is
+// stopped (SIGTERM) untimed. It reports the medians of the legs and of
+// the rounds' ratios to their floor.
 func BenchmarkStart(b *testing.B) {
 	bin := toolnodeBin(b)
 	floor := helperBin(b, "metafloor")
@@ -133,48 +143,74 @@ func BenchmarkStart(b *testing.B) {
 	startFixture(b, tools)
 	env := childEnv("XDG_CONFIG_HOME=" + filepath.Join(root, "config"))
 
-	b.Run("floor", func(b *testing.B) {
-		for b.Loop() {
-			out, err := exec.Command(floor, tools).Output()
-			if err != nil || strings.TrimSpace(string(out)) != fmt.Sprint(startTools) {
-				b.Fatalf("metafloor: %q, %v", out, err)
-			}
+	// node starts a node on data and returns how long it took until t/idx
+	// listed every tool; the node is stopped after the clock stops.
+	node := func(data string) time.Duration {
+		args, addr := nodeArgs(b, data, tools, agents)
+		t0 := time.Now()
+		p := startProc(b, env, bin, args...)
+		if err := waitIdx(p, addr, startTools, 60*time.Second); err != nil {
+			b.Fatal(err)
 		}
-	})
-	run := func(b *testing.B, fresh bool) {
-		data := filepath.Join(root, "data-restart")
-		if !fresh {
-			// The restart starts on a data directory that already holds the tools.
-			args, addr := nodeArgs(b, data, tools, agents)
-			p := startProc(b, env, bin, args...)
-			if err := waitIdx(p, addr, startTools, 60*time.Second); err != nil {
-				b.Fatal(err)
-			}
-			p.stop(30 * time.Second)
-		}
-		i := 0
-		for b.Loop() {
-			i++
-			b.StopTimer()
-			if fresh {
-				data = filepath.Join(root, fmt.Sprintf("data-%d", i))
-			}
-			args, addr := nodeArgs(b, data, tools, agents)
-			b.StartTimer()
-			p := startProc(b, env, bin, args...)
-			if err := waitIdx(p, addr, startTools, 60*time.Second); err != nil {
-				b.Fatal(err)
-			}
-			b.StopTimer()
-			p.stop(30 * time.Second)
-			if fresh {
-				os.RemoveAll(data)
-			}
-			b.StartTimer()
-		}
+		d := time.Since(t0)
+		p.stop(30 * time.Second)
+		return d
 	}
-	b.Run("toolnode-fresh", func(b *testing.B) { run(b, true) })
-	b.Run("toolnode-restart", func(b *testing.B) { run(b, false) })
+	restartData := filepath.Join(root, "data-restart")
+	node(restartData) // the restart leg starts on a data directory holding the tools
+	var floors, fresh, restart []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		out, err := exec.Command(floor, tools).Output()
+		if err != nil || strings.TrimSpace(string(out)) != fmt.Sprint(startTools) {
+			b.Fatalf("metafloor: %q, %v", out, err)
+		}
+		floors = append(floors, time.Since(t0))
+		data := filepath.Join(root, fmt.Sprintf("data-%d", i))
+		fresh = append(fresh, node(data))
+		os.RemoveAll(data)
+		restart = append(restart, node(restartData))
+	}
+	b.StopTimer()
+	ms := func(d []time.Duration) float64 {
+		v := make([]float64, len(d))
+		for i := range d {
+			v[i] = float64(d[i]) / 1e6
+		}
+		return median(v)
+	}
+	ratio := func(d []time.Duration) float64 {
+		v := make([]float64, len(d))
+		for i := range d {
+			v[i] = float64(d[i]) / float64(floors[i])
+		}
+		return median(v)
+	}
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(ms(floors), "floor-ms")
+	b.ReportMetric(ms(fresh), "fresh-ms")
+	b.ReportMetric(ms(restart), "restart-ms")
+	b.ReportMetric(ratio(fresh), "fresh/floor")
+	b.ReportMetric(ratio(restart), "restart/floor")
+	for i := range floors {
+		b.Logf("round %d: floor %v, fresh %v (%.2f×), restart %v (%.2f×)", i, floors[i].Round(time.Millisecond),
+			fresh[i].Round(time.Millisecond), float64(fresh[i])/float64(floors[i]),
+			restart[i].Round(time.Millisecond), float64(restart[i])/float64(floors[i]))
+	}
+}
+
+// median of v (0 for none).
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // nopScript is the trivial tool of the call benchmark.

@@ -1,9 +1,12 @@
 package node
 
 import (
+	"bytes"
 	"errors"
+	"runtime"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/toolnode/toolnode/cluster"
 	"github.com/toolnode/toolnode/p9"
@@ -30,6 +33,10 @@ type catalog struct {
 	// update is lost to it.
 	rebuilding bool
 	touched    map[string]bool
+	// held: updates wait for the next rebuild (hold); hints: parsed
+	// metadata of the last directory scan (offer).
+	held  bool
+	hints map[string]hint
 }
 
 // errNotPublished: the tool's executable was published before its
@@ -50,39 +57,135 @@ func newCatalog(h registry.Host, self string) *catalog {
 	return &catalog{host: h, self: self, entries: map[string]*entry{}}
 }
 
-func (c *catalog) resolve(t *raftfsm.Tool) *entry {
+// resolve makes t's entry with r. parsed, when not nil, is t.Meta
+// already parsed (from an earlier entry or the directory scan: the same
+// bytes parse the same), so only the variants are resolved again.
+func (c *catalog) resolve(t *raftfsm.Tool, r *registry.Resolver, parsed *registry.Meta) *entry {
 	e := &entry{tool: t, variant: -1}
 	if !t.Published() {
 		e.err = errNotPublished
 		return e
 	}
-	m, _, err := registry.ParseMeta(t.Meta)
-	if err != nil {
-		e.err = err
-		return e
+	m := parsed
+	if m == nil {
+		var err error
+		if m, _, err = registry.ParseMeta(t.Meta); err != nil {
+			e.err = err
+			return e
+		}
 	}
 	e.meta = m
-	e.resolved, e.variant, e.visible = m.Resolve(c.host)
+	e.resolved, e.variant, e.visible = r.Resolve(m)
 	return e
 }
 
+// parallelResolveFrom is how many tools make resolveAll use workers.
+const parallelResolveFrom = 64
+
+// resolveAll makes the entries of tools (nil tools give nil entries) with
+// one Resolver, so each binary and file is looked up once per pass, on
+// GOMAXPROCS workers when there are many. Metadata whose bytes equal
+// those of the current entry or of a hint is not parsed again.
+func (c *catalog) resolveAll(tools []*raftfsm.Tool) []*entry {
+	parsed := make([]*registry.Meta, len(tools))
+	c.mu.RLock()
+	for i, t := range tools {
+		if t == nil {
+			continue
+		}
+		if old, ok := c.entries[t.Name]; ok && old.meta != nil && bytes.Equal(old.tool.Meta, t.Meta) {
+			parsed[i] = old.meta
+		} else if h, ok := c.hints[t.Name]; ok && bytes.Equal(h.data, t.Meta) {
+			parsed[i] = h.meta
+		}
+	}
+	c.mu.RUnlock()
+	r := registry.NewResolver(c.host)
+	out := make([]*entry, len(tools))
+	work := func(i int) {
+		if tools[i] != nil {
+			out[i] = c.resolve(tools[i], r, parsed[i])
+		}
+	}
+	workers := runtime.GOMAXPROCS(0)
+	if len(tools) < parallelResolveFrom || workers < 2 {
+		for i := range tools {
+			work(i)
+		}
+		return out
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < len(tools); i = int(next.Add(1)) - 1 {
+				work(i)
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// hint is a .meta document already parsed (by the directory scan).
+type hint struct {
+	data []byte
+	meta *registry.Meta
+}
+
+// offer hands the catalog the tools of a directory scan, parsed, so that
+// resolving the same bytes when they are published (or found restored)
+// does not parse them again; dropHints forgets them.
+func (c *catalog) offer(found map[string]registry.DirTool) {
+	hints := make(map[string]hint, len(found))
+	for name, dt := range found {
+		if dt.Parsed != nil {
+			hints[name] = hint{data: dt.Meta, meta: dt.Parsed}
+		}
+	}
+	c.mu.Lock()
+	c.hints = hints
+	c.mu.Unlock()
+}
+
+func (c *catalog) dropHints() {
+	c.mu.Lock()
+	c.hints = nil
+	c.mu.Unlock()
+}
+
+// hold makes updates and restores do nothing until the next rebuild, which
+// lists every tool anyway: a node starting on a long log replays it into
+// the FSM without resolving each entry's tools one entry at a time.
+func (c *catalog) hold() {
+	c.mu.Lock()
+	c.held = true
+	c.mu.Unlock()
+}
+
+func (c *catalog) isHeld() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.held
+}
+
 // rebuild re-resolves every tool (after a restore, and periodically: a
-// binary may have been installed since). It reports whether anything
-// became visible or hidden. Updates may run meanwhile.
+// binary may have been installed since), and ends a hold. It reports
+// whether anything became visible or hidden. Updates may run meanwhile.
 func (c *catalog) rebuild(list func() []*raftfsm.Tool, lookup func(string) (*raftfsm.Tool, bool)) bool {
 	c.rebuildMu.Lock()
 	defer c.rebuildMu.Unlock()
 	c.mu.Lock()
 	c.rebuilding, c.touched = true, map[string]bool{}
+	c.held = false
 	c.mu.Unlock()
 	// Listed only now: an update before this point is in the list, one
 	// after it is in touched.
 	tools := list()
 	entries := make(map[string]*entry, len(tools))
 	nvisible := 0
-	for _, t := range tools {
-		e := c.resolve(t)
-		entries[t.Name] = e
+	for _, e := range c.resolveAll(tools) {
+		entries[e.tool.Name] = e
 		if e.visible {
 			nvisible++
 		}
@@ -110,13 +213,19 @@ func (c *catalog) rebuild(list func() []*raftfsm.Tool, lookup func(string) (*raf
 
 // update re-resolves the named tools from the FSM.
 func (c *catalog) update(names []string, lookup func(string) (*raftfsm.Tool, bool)) {
+	c.mu.RLock()
+	held := c.held
+	c.mu.RUnlock()
+	if held {
+		return
+	}
+	tools := make([]*raftfsm.Tool, len(names))
+	for i, name := range names {
+		tools[i], _ = lookup(name)
+	}
 	fresh := make(map[string]*entry, len(names))
-	for _, name := range names {
-		if t, ok := lookup(name); ok {
-			fresh[name] = c.resolve(t)
-		} else {
-			fresh[name] = nil
-		}
+	for i, e := range c.resolveAll(tools) {
+		fresh[names[i]] = e
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

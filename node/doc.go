@@ -53,6 +53,17 @@
 // session whose 9P connection the node ended (its token revoked) is
 // ended and its toolnode session removed (mcp.go).
 //
+// Start order (New): the directories are watched, then the tools
+// directory is read in the background while Raft opens its log,
+// restores its snapshot and (a lone voter) elects itself at once; a
+// restarted lone voter then waits on a Barrier until the log it found is
+// applied. The catalog ignores the FSM's updates meanwhile and is built
+// once after, on parallel workers, with the parses of that read. A
+// leader then publishes only what differs from the state it holds (in
+// batches proposed together) before 9P serves, so the tree is complete
+// from its first read. Each step is logged at debug level ("start: ...",
+// startlog.go).
+//
 // Only node sees every other package; the others stay ignorant of each
 // other (registry ← raftfsm; p9, cluster and blobstore stand alone).
 package node

@@ -24,15 +24,33 @@ func newEventLog(max int) *eventLog {
 }
 
 func (l *eventLog) add(kind, name string) {
+	l.addAll([]p9.Event{{Kind: kind, Name: name}})
+}
+
+// addAll adds events (their Index is set here) and wakes readers once.
+// The ring grows to twice its size before the oldest are dropped, so
+// that an entry of thousands of events is not copied for each one.
+func (l *eventLog) addAll(events []p9.Event) {
+	if len(events) == 0 {
+		return
+	}
 	l.mu.Lock()
-	l.last++
-	l.ring = append(l.ring, p9.Event{Index: l.last, Kind: kind, Name: name})
-	if len(l.ring) > l.max {
+	for _, e := range events {
+		l.last++
+		e.Index = l.last
+		l.ring = append(l.ring, e)
+	}
+	if len(l.ring) > 2*l.max {
 		l.ring = append(l.ring[:0], l.ring[len(l.ring)-l.max:]...)
 	}
 	close(l.wake)
 	l.wake = make(chan struct{})
 	l.mu.Unlock()
+}
+
+// kept is the newest max events; l.mu is held.
+func (l *eventLog) kept() []p9.Event {
+	return l.ring[max(0, len(l.ring)-l.max):]
 }
 
 func (l *eventLog) lastIndex() uint64 {
@@ -47,7 +65,7 @@ func (l *eventLog) since(ctx context.Context, after uint64) []p9.Event {
 	for {
 		l.mu.Lock()
 		var out []p9.Event
-		for _, e := range l.ring {
+		for _, e := range l.kept() {
 			if e.Index > after {
 				out = append(out, e)
 			}
@@ -69,6 +87,7 @@ func (l *eventLog) since(ctx context.Context, after uint64) []p9.Event {
 // and refreshes this node's view of the tools it names.
 func (n *Node) Changed(events []raftfsm.Event) {
 	var tools []string
+	seen := make([]p9.Event, 0, len(events))
 	for _, e := range events {
 		switch e.Kind {
 		case "token+":
@@ -77,7 +96,7 @@ func (n *Node) Changed(events []raftfsm.Event) {
 			n.tokenRevoked(e.Name)
 			continue
 		}
-		n.events.add(e.Kind, e.Name)
+		seen = append(seen, p9.Event{Kind: e.Kind, Name: e.Name})
 		if e.Kind == "tool+" || e.Kind == "tool-" {
 			tools = append(tools, e.Name)
 		}
@@ -85,6 +104,7 @@ func (n *Node) Changed(events []raftfsm.Event) {
 			n.observePublished(e.Name)
 		}
 	}
+	n.events.addAll(seen)
 	if len(tools) > 0 {
 		n.catalog.update(tools, n.fsm.Tool)
 		kick(n.metaKick)
@@ -94,7 +114,9 @@ func (n *Node) Changed(events []raftfsm.Event) {
 // Restored is the FSM observer for a snapshot restore: everything is
 // re-resolved.
 func (n *Node) Restored() {
-	n.catalog.rebuild(n.fsm.Tools, n.fsm.Tool)
+	if !n.catalog.isHeld() {
+		n.catalog.rebuild(n.fsm.Tools, n.fsm.Tool)
+	}
 	n.blobs.rescan.Store(true) // its tools' indexes may be older than any seen
 	kick(n.metaKick)
 	n.tokensRestored()

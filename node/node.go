@@ -95,8 +95,10 @@ type Node struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	audit   *audit.Log  // Config.AuditFile; nil: none
-	closing atomic.Bool // Close has begun: Raft's shutdown noise is expected (logging.go)
+	audit    *audit.Log  // Config.AuditFile; nil: none
+	steps    *startSteps // times the steps of New (used by New's goroutine only)
+	hadState bool        // Raft state was on disk at start
+	closing  atomic.Bool // Close has begun: Raft's shutdown noise is expected (logging.go)
 }
 
 // New starts a node: Raft on its data directory, gossip, the publisher of
@@ -116,6 +118,7 @@ func New(cfg Config) (n *Node, err error) {
 		lim:       defaultPortLimits,
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.steps = newStartSteps(cfg.Logger)
 	n.events = newEventLog(4096)
 	if cfg.MetricsAddr != "" {
 		n.metrics = metrics.New(cfg.Name, n)
@@ -142,6 +145,10 @@ func New(cfg Config) (n *Node, err error) {
 	if err := n.openBlobs(); err != nil {
 		return nil, err
 	}
+	n.steps.step("config and data directory")
+	// The tools directory is read while Raft starts.
+	n.watchDirs()
+	ahead := n.scanAhead()
 	if n.tls, err = loadClusterTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSCA); err != nil {
 		return nil, err
 	}
@@ -156,7 +163,9 @@ func New(cfg Config) (n *Node, err error) {
 			return nil, err
 		}
 	}
+	n.steps.step("credentials and audit log")
 	n.setupRunner()
+	n.steps.step("sandbox probe")
 	if err := n.startP9Listener(); err != nil {
 		return nil, err
 	}
@@ -164,6 +173,10 @@ func New(cfg Config) (n *Node, err error) {
 		return nil, err
 	}
 	n.rep.hub = n.newHub()
+	n.steps.step("9P listener, tokens")
+	// Updates wait for the catalog's build below: replaying a long log
+	// resolves nothing entry by entry.
+	n.catalog.hold()
 	if err := n.startRaft(); err != nil {
 		return nil, err
 	}
@@ -173,16 +186,35 @@ func New(cfg Config) (n *Node, err error) {
 	n.checkRole() // a client follows the stream from now on
 	n.wg.Add(1)
 	go n.watchRole()
+	n.steps.step("gossip")
 	if err := n.waitLeader(applyTimeout); err != nil {
 		return nil, err
 	}
+	n.steps.step("election (and log replayed)", "applied", n.fsm.LastIndex())
+	// A leader publishes its tools directory before 9P opens: read it
+	// once, and build the catalog with its parses.
+	var first *toolScan
+	if n.raft.State() == raft.Leader {
+		if first = <-ahead; first == nil {
+			first = n.scanTools()
+		}
+		if first != nil {
+			n.catalog.offer(first.found)
+			n.steps.step("tools directory read", "scan", first.took.Round(10*time.Microsecond))
+		}
+	}
 	n.catalog.rebuild(n.fsm.Tools, n.fsm.Tool)
+	n.steps.step("catalog built", "tools", n.catalog.count())
 	n.logDirs()
-	n.startPublisher()
+	n.startPublisher(first)
+	n.catalog.dropHints()
+	n.steps.step("publisher")
 	n.startResolver()
 	n.wg.Add(1)
 	go n.collectBlobs()
-	n.gossip.SetCapabilities(n.catalog.caps())
+	// What this host can run is gossiped by advertise, beside 9P: encoding
+	// thousands of tools for memberlist need not hold up the first read.
+	kick(n.metaKick)
 	n.wg.Add(1)
 	go n.advertise()
 	n.startP9()
@@ -193,6 +225,7 @@ func New(cfg Config) (n *Node, err error) {
 		return nil, err
 	}
 	n.startAdminToken()
+	n.steps.step("9P serving")
 	n.logger.Printf("node %s: serving 9P on %s, cluster on %s, gossip on %s", cfg.Name, n.P9Addr(), n.transport.LocalAddr(), n.gossip.LocalAddr())
 	return n, nil
 }
@@ -280,6 +313,7 @@ func (n *Node) startRaft() error {
 		return fmt.Errorf("open raft log in %s: %w", dir, err)
 	}
 	n.wal = w
+	n.steps.step("raft log opened")
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hl)
 	if err != nil {
 		return fmt.Errorf("raft snapshots in %s: %w", dir, err)
@@ -301,6 +335,7 @@ func (n *Node) startRaft() error {
 	}
 	switch {
 	case has:
+		n.hadState = true
 		n.logger.Printf("raft state found in %s: rejoining with it", dir)
 	case len(n.cfg.Join) == 0:
 		n.logger.Printf("no raft state in %s and no -join: bootstrapping a cluster of one", dir)
@@ -313,10 +348,12 @@ func (n *Node) startRaft() error {
 	default:
 		n.logger.Printf("no raft state in %s: joining through %s; the leader will add this node", dir, strings.Join(n.cfg.Join, ","))
 	}
+	n.steps.step("cluster port, raft state checked", "existing", has)
 	r, err := raft.NewRaft(rc, fsmFeed{n}, w, w, snaps, n.transport)
 	if err != nil {
 		return fmt.Errorf("start raft: %w", err)
 	}
+	n.steps.step("raft started (snapshot restored)", "applied", n.fsm.LastIndex(), "last-index", r.LastIndex())
 	n.raft = r
 	n.observeStatus()
 	n.wg.Add(1)
@@ -531,10 +568,11 @@ func (n *Node) loadPeers() []string {
 }
 
 // waitLeader, on a node that is the only voter it knows of (a lone node,
-// fresh or restarted), waits until it has elected itself, so its own
-// directories are published before 9P opens. Any other node starts
-// serving at once: reads meanwhile come from its state, and writes wait
-// for a leader.
+// fresh or restarted), waits until it has elected itself and, restarted,
+// has applied the log it found on disk: its own directories are then
+// compared with what it restored and published before 9P opens. Any
+// other node starts serving at once: reads meanwhile come from its state,
+// and writes wait for a leader.
 func (n *Node) waitLeader(d time.Duration) error {
 	if !n.loneVoter() {
 		return nil
@@ -542,17 +580,30 @@ func (n *Node) waitLeader(d time.Duration) error {
 	restore := n.campaignNow()
 	defer restore()
 	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if addr, _ := n.raft.LeaderWithID(); addr != "" {
-			return nil
+	for {
+		if n.raft.State() == raft.Leader {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("raft elected no leader within %s", d)
 		}
 		select {
 		case <-n.ctx.Done():
 			return n.ctx.Err()
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(time.Millisecond):
 		}
 	}
-	return fmt.Errorf("raft elected no leader within %s", d)
+	if !n.hadState {
+		return nil
+	}
+	// Raft applies the entries after the last snapshot only once the new
+	// leader commits: until then the FSM lacks them, and the publisher
+	// would propose again every tool they hold. (The timeout bounds the
+	// queueing only: a long log is applied to its end.)
+	if err := n.raft.Barrier(time.Until(deadline)).Error(); err != nil {
+		n.warnf("raft: applying the log found on disk: %v; its tools may be proposed again", err)
+	}
+	return nil
 }
 
 // campaignNow makes a lone voter elect itself at once instead of after

@@ -319,3 +319,55 @@ func Test_Node_JoinRetried(t *testing.T) {
 		return len(n1.gossip.Members()) == 2 && len(n0.gossip.Members()) == 2
 	})
 }
+
+// A restarted lone node applies the log it found before it compares its
+// tools directory with that state: it publishes only what changed while
+// it was down (here one tool of 1,100), in a catalog complete when New
+// returns, and proposes nothing for the rest.
+func Test_Node_RestartPublishesOnlyChanges(t *testing.T) {
+	root := t.TempDir()
+	data, tools := filepath.Join(root, "data"), filepath.Join(root, "tools")
+	os.MkdirAll(tools, 0o755)
+	const count = 1100 // three batches of publishBatch, proposed together
+	for i := range count {
+		script := ""
+		if i%100 == 0 {
+			script = fmt.Sprintf("#!/bin/sh\necho %d\n", i)
+		}
+		writeTool(t, tools, fmt.Sprintf("t%04d", i), fmt.Sprintf(`{"description":"tool %d"}`, i), script)
+	}
+	n := startNode(t, data, tools, "")
+	if got := n.catalog.count(); got != count {
+		t.Fatalf("first start: %d tools in the catalog, want %d", got, count)
+	}
+	before := map[string]uint64{}
+	for _, tl := range n.fsm.Tools() {
+		before[tl.Name] = tl.Index
+	}
+	n.Close()
+
+	writeTool(t, tools, "t0007", `{"description":"changed while down"}`, "")
+	n2 := startNode(t, data, tools, "")
+	if got := n2.catalog.count(); got != count {
+		t.Fatalf("after restart: %d tools in the catalog, want %d", got, count)
+	}
+	if e, ok := n2.catalog.get("t0007"); !ok || e.resolved.Description != "changed while down" {
+		t.Fatalf("the tool changed while the node was down is not current when New returns: %+v", e)
+	}
+	republished := 0
+	for _, tl := range n2.fsm.Tools() {
+		if tl.Index != before[tl.Name] {
+			republished++
+			if tl.Name != "t0007" {
+				t.Errorf("%s was proposed again at index %d (was %d) though it did not change", tl.Name, tl.Index, before[tl.Name])
+			}
+		}
+	}
+	if republished != 1 {
+		t.Fatalf("%d tools proposed again, want 1 (t0007)", republished)
+	}
+	fsys := mount(t, n2.P9Addr())
+	if got := readFile(t, fsys, "t/t0100"); got != "#!/bin/sh\necho 100\n" {
+		t.Fatalf("t/t0100 after restart = %q", got)
+	}
+}

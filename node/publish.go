@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -16,10 +17,12 @@ import (
 
 // publishBatch bounds how many tools one Raft command carries, and
 // publishBatchBytes how much metadata (executables are named by digest,
-// never carried).
+// never carried); publishInFlight how many such commands a sync proposes
+// at once.
 const (
 	publishBatch      = 512
 	publishBatchBytes = 4 << 20
+	publishInFlight   = 4
 )
 
 // publisher keeps the replicated catalog in step with this node's tools
@@ -38,22 +41,14 @@ type hashed struct {
 	hash  string
 }
 
-func (n *Node) startPublisher() {
+// watchDirs starts watching the node's tools and agents directories. It
+// runs before their first read, so that a change made while the node
+// starts is not missed: it makes the syncer read the directory again.
+func (n *Node) watchDirs() {
 	n.pub.problems = map[string]string{}
 	n.pub.hashes = map[string]hashed{}
 	n.pub.tools = make(chan struct{}, 1)
 	n.pub.profiles = make(chan struct{}, 1)
-	// A node that leads (a lone node) syncs before 9P opens, so its
-	// catalog is complete from the first read. Any other syncs in the
-	// background: its writes wait for the leader, and a leader that backed
-	// off replicating to a node that was down can take seconds to let it
-	// catch up; 9P must not wait for that.
-	toolsOK, profilesOK := false, false
-	if n.raft.State() == raft.Leader {
-		toolsOK, profilesOK = n.syncTools(), n.syncProfiles()
-	}
-	n.wg.Add(1)
-	go n.syncer(!toolsOK, !profilesOK)
 	for _, w := range []struct {
 		dir  string
 		kick chan struct{}
@@ -61,7 +56,6 @@ func (n *Node) startPublisher() {
 		if w.dir == "" {
 			continue
 		}
-		w := w
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
@@ -71,6 +65,45 @@ func (n *Node) startPublisher() {
 			}
 		}()
 	}
+}
+
+// scanAhead reads the tools directory in the background while Raft
+// starts, for a node that will likely lead (no -join): it publishes from
+// that read before 9P opens. The channel gives the scan, or nil when
+// there is nothing to read ahead.
+func (n *Node) scanAhead() <-chan *toolScan {
+	ch := make(chan *toolScan, 1)
+	if n.cfg.ToolsDir == "" || len(n.cfg.Join) > 0 {
+		ch <- nil
+		return ch
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		ch <- n.scanTools()
+	}()
+	return ch
+}
+
+// startPublisher starts publishing the node's directories (watchDirs
+// watches them). first, when not nil, is a read of the tools directory
+// made after the watch began (New's, which the catalog was built with);
+// a leader publishes from it.
+func (n *Node) startPublisher(first *toolScan) {
+	// A node that leads (a lone node) syncs before 9P opens, so its
+	// catalog is complete from the first read. Any other syncs in the
+	// background: its writes wait for the leader, and a leader that backed
+	// off replicating to a node that was down can take seconds to let it
+	// catch up; 9P must not wait for that.
+	toolsOK, profilesOK := false, false
+	if n.raft.State() == raft.Leader {
+		if first == nil {
+			first = n.scanTools()
+		}
+		toolsOK, profilesOK = n.syncToolsFrom(first), n.syncProfiles()
+	}
+	n.wg.Add(1)
+	go n.syncer(!toolsOK, !profilesOK)
 }
 
 // syncer is the one goroutine that publishes the node's directories:
@@ -164,17 +197,41 @@ func invalidNames(probs []registry.Problem, suffix string) map[string]bool {
 	return out
 }
 
+// toolScan is one read of the tools directory (registry.ScanTools).
+type toolScan struct {
+	found map[string]registry.DirTool
+	probs []registry.Problem
+	err   error
+	took  time.Duration
+}
+
+// scanTools reads the tools directory; nil when the node has none.
+func (n *Node) scanTools() *toolScan {
+	if n.cfg.ToolsDir == "" {
+		return nil
+	}
+	t0 := time.Now()
+	s := &toolScan{}
+	s.found, s.probs, s.err = registry.ScanTools(n.cfg.ToolsDir)
+	s.took = time.Since(t0)
+	return s
+}
+
 // syncTools publishes what changed in the tools directory and withdraws
 // the tools this node owns that are gone from it.
-func (n *Node) syncTools() bool {
-	if n.cfg.ToolsDir == "" {
+func (n *Node) syncTools() bool { return n.syncToolsFrom(n.scanTools()) }
+
+// syncToolsFrom is syncTools with the directory already read.
+func (n *Node) syncToolsFrom(scan *toolScan) bool {
+	if scan == nil {
 		return true
 	}
-	found, probs, err := registry.ScanTools(n.cfg.ToolsDir)
-	if err != nil {
-		n.warnf("tools: cannot read %s: %v", n.cfg.ToolsDir, err)
+	if scan.err != nil {
+		n.warnf("tools: cannot read %s: %v", n.cfg.ToolsDir, scan.err)
 		return true // nothing to retry until the directory changes
 	}
+	t0 := time.Now()
+	found, probs := scan.found, scan.probs
 	n.logProblems("tools", n.cfg.ToolsDir, probs)
 	keep := invalidNames(probs, ".meta")
 
@@ -197,18 +254,46 @@ func (n *Node) syncTools() bool {
 			gone = append(gone, t.Name)
 		}
 	}
+	t1 := time.Now()
+	nspecs, ncmds := len(specs), 0
+	defer func() {
+		n.cfg.Logger.Debug("tools: synced", "dir", n.cfg.ToolsDir, "valid", len(found), "invalid", len(probs),
+			"scan", scan.took.Round(10*time.Microsecond), "compare", t1.Sub(t0).Round(10*time.Microsecond),
+			"published", nspecs, "withdrawn", len(gone), "commands", ncmds, "publish", time.Since(t1).Round(10*time.Microsecond))
+	}()
+	if len(specs) > 0 {
+		// What is published resolves from the parses just made.
+		n.catalog.offer(found)
+		defer n.catalog.dropHints()
+	}
+	// Batches name distinct tools, and the executables they name by
+	// digest are in this node's store already, so they are proposed together: the leader validates them in
+	// parallel and Raft writes them to its log in one go.
+	var wg sync.WaitGroup
+	var failed atomic.Bool
+	slots := make(chan struct{}, publishInFlight)
 	for len(specs) > 0 {
+		ncmds++
 		k, size := 0, 0
 		for k < len(specs) && k < publishBatch && (k == 0 || size+len(specs[k].Meta) <= publishBatchBytes) {
 			size += len(specs[k].Meta)
 			k++
 		}
-		cmd := raftfsm.PublishTools{Owner: n.cfg.Name, Origin: raftfsm.OriginDir, Time: time.Now().UnixNano(), Tools: specs[:k]}
-		if _, err := n.applyOwn("publish-tools", toolNames(specs[:k]), raftfsm.CmdPublishTools, cmd); err != nil {
-			n.warnf("tools: publishing %d tools failed: %v (will retry)", k, err)
-			return false
-		}
+		batch := specs[:k]
 		specs = specs[k:]
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			cmd := raftfsm.PublishTools{Owner: n.cfg.Name, Origin: raftfsm.OriginDir, Time: time.Now().UnixNano(), Tools: batch}
+			if _, err := n.applyOwn("publish-tools", toolNames(batch), raftfsm.CmdPublishTools, cmd); err != nil {
+				n.warnf("tools: publishing %d tools failed: %v (will retry)", len(batch), err)
+				failed.Store(true)
+			}
+		})
+	}
+	wg.Wait()
+	if failed.Load() {
+		return false
 	}
 	if len(gone) > 0 {
 		if _, err := n.applyOwn("withdraw-tools", gone, raftfsm.CmdWithdrawTools, raftfsm.WithdrawTools{Owner: n.cfg.Name, Origin: raftfsm.OriginDir, Names: gone}); err != nil {
