@@ -55,7 +55,7 @@ type replica struct {
 
 	hub      *stream.Hub
 	isServer atomic.Bool
-	quiet    atomic.Bool // Raft's timers are a client's (quietRaft)
+	quiet    atomic.Bool   // Raft's timers are a client's (quietRaft)
 	roleKick chan struct{} // check the role now
 
 	mu       sync.Mutex
