@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -68,12 +67,6 @@ func interleaved(b *testing.B, legs ...leg) {
 		}
 		b.ReportMetric(ms(median(diff)), l.name+"-added-ms")
 	}
-}
-
-func median(ds []time.Duration) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[len(s)/2]
 }
 
 // mcpSession connects the SDK's client through t.

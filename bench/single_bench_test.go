@@ -201,7 +201,7 @@ func BenchmarkStart(b *testing.B) {
 }
 
 // median of v (0 for none).
-func median(v []float64) float64 {
+func median[T ~int64 | ~float64](v []T) T {
 	if len(v) == 0 {
 		return 0
 	}
