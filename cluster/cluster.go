@@ -280,6 +280,10 @@ func (c *Cluster) SetMeta(m Meta) error {
 		return ErrMetaTooLarge
 	}
 	c.mu.Lock()
+	// Once Leave has begun, the node stays leaving: a SetMeta racing it
+	// (the node's advertiser, woken by a role change) must not gossip
+	// that it is not, or the others take its leave for a failure.
+	m.Leaving = m.Leaving || c.meta.Leaving
 	changed := c.meta != m
 	c.meta = m
 	c.mu.Unlock()
