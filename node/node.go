@@ -801,6 +801,12 @@ func (n *Node) applyHere(data []byte, timeout time.Duration, from string) (raftf
 		}
 		return raftfsm.Result{}, 0, fmt.Errorf("write not committed: %w", err)
 	}
+	if raftfsm.TypeOf(data) == raftfsm.CmdRevokeToken {
+		// Every node refuses a revoked token at once, not at the
+		// follower's next AppendEntries (up to CommitTimeout later): a
+		// commit notice tells only the node that forwarded a write.
+		n.nudgeFollowers()
+	}
 	switch r := f.Response().(type) {
 	case error:
 		return raftfsm.Result{}, 0, r
@@ -839,6 +845,7 @@ func (n *Node) Close() error {
 			if err := n.gossip.Leave(2 * time.Second); err != nil {
 				n.warnf("gossip leave: %v", err)
 			}
+			n.awaitRemoval(leaveDrain)
 		}
 		n.wg.Wait()
 		n.stopBlobs()
@@ -877,6 +884,29 @@ func (n *Node) Close() error {
 		}
 	})
 	return n.closeErr
+}
+
+// leaveDrain bounds how long a leaving server waits for the leader to
+// take it out of Raft's configuration.
+const leaveDrain = 3 * time.Second
+
+// awaitRemoval, on a server that left gossip, waits until the leader has
+// removed it from Raft's configuration, as a leaving Consul server does:
+// the removal is a commit that may need this node's vote (two voters
+// need both), so its Raft must answer until then. It gives up after d,
+// and at once on a client or the last voter.
+func (n *Node) awaitRemoval(d time.Duration) {
+	if n.raft == nil || !n.otherVoters() {
+		return
+	}
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if in, err := n.inRaft(); err != nil || !in {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	n.warnf("leaving: the leader had not removed this node from Raft within %s; the others will once it is seen gone", d)
 }
 
 // otherVoters reports whether the configuration has a voter besides this
