@@ -771,14 +771,30 @@ func (n *Node) applyOnce(t raftfsm.CommandType, data []byte, once bool, timeout 
 		n.ri.ack(resp.Index)
 		return raftfsm.Result{Name: resp.Name}, nil
 	}
-	done := make(chan struct{})
-	tm := time.AfterFunc(timeout, func() { close(done) })
-	defer tm.Stop()
-	if !n.fsm.WaitApplied(resp.Index, done) {
-		return raftfsm.Result{}, fmt.Errorf("the write was committed at index %d but this node has not caught up within %s; it will", resp.Index, timeout)
+	deadline := time.Now().Add(timeout)
+	for {
+		// The commit notice (or the stream) brings the write at once. A
+		// node whose role changed while the write was in flight (a client
+		// the leader just made a server) may have been told nothing: after
+		// a short wait, a ReadIndex round makes the leader tell it.
+		wait := min(time.Until(deadline), noticeGrace)
+		done := make(chan struct{})
+		tm := time.AfterFunc(wait, func() { close(done) })
+		ok := n.fsm.WaitApplied(resp.Index, done)
+		tm.Stop()
+		if ok {
+			return raftfsm.Result{Name: resp.Name}, nil
+		}
+		if !time.Now().Before(deadline) {
+			return raftfsm.Result{}, fmt.Errorf("the write was committed at index %d but this node has not caught up within %s; it will", resp.Index, timeout)
+		}
+		n.caughtUp()
 	}
-	return raftfsm.Result{Name: resp.Name}, nil
 }
+
+// noticeGrace is how long a forwarding node waits for its write to reach
+// its state before it asks the leader again (applyOnce).
+const noticeGrace = 250 * time.Millisecond
 
 // applyHere applies a command on this node, which must be the leader, and
 // returns its result and log index. Every command, proposed here or
