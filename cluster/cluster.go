@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math/rand"
 	"net"
 	"os"
 	"sort"
@@ -121,6 +122,7 @@ type Cluster struct {
 	reconnectEvery, reconnectFor time.Duration   // reconnect.go
 	trying                       map[string]bool // members a reconnect is under way to; under mu
 	failed                       chan struct{}   // a member failed: wakes reconnectLoop
+	settleOnce                   sync.Once       // settle runs after the first join
 }
 
 type tracked struct {
@@ -239,9 +241,40 @@ func resolveHost(h string) (string, error) {
 func (c *Cluster) Join(addrs []string) (int, error) {
 	n, err := c.ml.Join(addrs)
 	if n > 0 {
+		c.settleOnce.Do(func() { go c.settle() })
 		return n, nil
 	}
 	return 0, err
+}
+
+// After its first join, a node exchanges its whole state with a random
+// live member every settleEvery for settleFor. A join is a push/pull with
+// one seed; members that joined in the same second reach the node only
+// by gossip, which a storm of joins (a hundred hosts booted at once)
+// drops, and memberlist's own push/pull repairs that only every 30-90 s.
+const (
+	settleEvery = 3 * time.Second
+	settleFor   = 30 * time.Second
+)
+
+func (c *Cluster) settle() {
+	end := time.Now().Add(settleFor)
+	for time.Now().Before(end) {
+		select {
+		case <-c.stop:
+			return
+		case <-time.After(settleEvery):
+		}
+		var peers []string
+		for _, m := range c.ml.Members() {
+			if m.Name != c.name && m.State == memberlist.StateAlive {
+				peers = append(peers, m.Address())
+			}
+		}
+		if len(peers) > 0 {
+			c.ml.Join([]string{peers[rand.Intn(len(peers))]})
+		}
+	}
 }
 
 // Events delivers membership changes. Sends never block memberlist: when
