@@ -26,17 +26,7 @@ func BenchmarkFollowerWrites(b *testing.B) {
 		{"barrier", []string{"-raft-nudge-barrier"}},
 	} {
 		b.Run("toolnode,"+s.name, func(b *testing.B) {
-			c := startClusterWith(b, 3, s.flags...)
-			leader := c.waitVoters(c.nodes[0], 3, 60*time.Second)
-			order := c.leaderFirst(leader)
-			admin, err := dial9(order[0].p9)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer admin.close()
-			if _, err := admin.ask("session/new", "name=bench"); err != nil {
-				b.Fatal(err)
-			}
+			order, admin := benchSession(b, startClusterWith(b, 3, s.flags...))
 			sessions := 0
 			for _, k := range clients {
 				for i, where := range []string{"leader", "follower"} {

@@ -30,17 +30,7 @@ var forwardSettings = []struct {
 func BenchmarkForwardedWrites(b *testing.B) {
 	for _, s := range forwardSettings {
 		b.Run(s.name, func(b *testing.B) {
-			c := startClusterWith(b, 3, s.flags...)
-			leader := c.waitVoters(c.nodes[0], 3, 60*time.Second)
-			order := c.leaderFirst(leader)
-			admin, err := dial9(order[0].p9)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer admin.close()
-			if _, err := admin.ask("session/new", "name=bench"); err != nil {
-				b.Fatal(err)
-			}
+			order, _ := benchSession(b, startClusterWith(b, 3, s.flags...))
 			var ws []writer
 			for i, n := range order[:2] {
 				w, err := newCtlWriter(n.p9, "bench", fmt.Sprintf("a%d", i), 60*time.Second)
@@ -132,17 +122,7 @@ func cpuTicks(b *testing.B, c *tcluster) int64 {
 // the leader's commit index (a ReadIndex round trip, shared by the reads
 // of 10 ms).
 func BenchmarkAgentReads(b *testing.B) {
-	c := startCluster(b, 3)
-	leader := c.waitVoters(c.nodes[0], 3, 60*time.Second)
-	order := c.leaderFirst(leader)
-	admin, err := dial9(order[0].p9)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer admin.close()
-	if _, err := admin.ask("session/new", "name=bench"); err != nil {
-		b.Fatal(err)
-	}
+	order, admin := benchSession(b, startCluster(b, 3))
 	if _, err := admin.ask("session/bench/agent/new", "name=r"); err != nil {
 		b.Fatal(err)
 	}
@@ -164,6 +144,23 @@ func BenchmarkAgentReads(b *testing.B) {
 			}
 		})
 	}
+}
+
+// benchSession waits for c's three voters and makes session "bench"
+// through the leader. It returns c's nodes leader first and an admin
+// connection to the leader, closed when tb ends.
+func benchSession(tb testing.TB, c *tcluster) ([]*tnode, *conn9) {
+	tb.Helper()
+	order := c.leaderFirst(c.waitVoters(c.nodes[0], 3, 60*time.Second))
+	admin, err := dial9(order[0].p9)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(admin.close)
+	if _, err := admin.ask("session/new", "name=bench"); err != nil {
+		tb.Fatal(err)
+	}
+	return order, admin
 }
 
 // startClusterWith is startCluster with flags every node gets.
