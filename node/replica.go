@@ -272,7 +272,7 @@ func (n *Node) quietRaft(quiet bool) {
 		rc.HeartbeatTimeout, rc.ElectionTimeout = clientRaftTimeout, clientRaftTimeout
 	}
 	if err := n.raft.ReloadConfig(rc); err != nil {
-		n.logger.Printf("[WARN] raft: cannot set a %s's timeouts: %v", map[bool]string{true: "client", false: "server"}[quiet], err)
+		n.logger.Printf("[WARN] raft: cannot change its timeouts (client: %t): %v", quiet, err)
 		return
 	}
 	n.rep.quiet.Store(quiet)
