@@ -17,6 +17,10 @@ import (
 //   - it is not "/", and neither inside nor around the node's data, tools
 //     or agents directory (a tool could plant a .meta the node would
 //     publish, or read its keys);
+//   - it is not on a kernel filesystem (/proc, /sys, /dev but /dev/shm,
+//     cgroupfs and the like, by path and by filesystem type), whose files
+//     are interfaces: with write granted there a tool could leave its
+//     call's cgroup, change kernel settings or write to a disk device;
 //   - with -workdirs, it lies inside one of them.
 //
 // Under -yolo only the first rule holds: tools can write anywhere anyway.
@@ -39,6 +43,9 @@ func (n *Node) checkCwd(cwd string) (string, error) {
 	}
 	if real == "/" {
 		return "", fmt.Errorf("cwd %q is the root directory: a session's tools could write anywhere; give a project directory", cwd)
+	}
+	if fs := kernelDir(real); fs != "" && refuseKernelFS {
+		return "", fmt.Errorf("cwd %q is on the kernel's %s filesystem: its files are kernel interfaces a tool must not write; give a project directory", cwd, fs)
 	}
 	for _, d := range []struct{ what, dir string }{
 		{"data", n.cfg.DataDir}, {"tools", n.cfg.ToolsDir}, {"agents", n.cfg.AgentsDir},
@@ -63,6 +70,31 @@ func (n *Node) checkCwd(cwd string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("cwd %q is outside the node's -workdirs (%s)", cwd, strings.Join(n.cfg.Workdirs, ", "))
+}
+
+// refuseKernelFS is the kernel-filesystem rule, off only in the test
+// that shows the attack it stops.
+var refuseKernelFS = true
+
+// kernelDirs are the usual mount points of the kernel's filesystems,
+// refused by path even where their type cannot be told. /dev/shm is an
+// ordinary tmpfs, not a device, and stays allowed.
+var kernelDirs = []struct{ dir, fs string }{
+	{"/proc", "proc"}, {"/sys", "sysfs"}, {"/dev", "device"},
+}
+
+// kernelDir names the kernel filesystem dir (clean, resolved) lies on, or
+// "" when it lies on none.
+func kernelDir(dir string) string {
+	if within(dir, "/dev/shm") {
+		return ""
+	}
+	for _, k := range kernelDirs {
+		if within(dir, k.dir) {
+			return k.fs
+		}
+	}
+	return kernelFSOf(dir)
 }
 
 // resolve is dir with its symbolic links resolved, or dir itself when it

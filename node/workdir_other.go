@@ -1,0 +1,7 @@
+//go:build !linux
+
+package node
+
+// kernelFSOf is Linux's alone: elsewhere only the paths of kernelDirs are
+// refused.
+func kernelFSOf(string) string { return "" }
