@@ -42,6 +42,9 @@ type Set struct {
 	p9ops       *prometheus.CounterVec
 	p9errors    *prometheus.CounterVec
 	propagation prometheus.Histogram
+	blobFetches *prometheus.CounterVec
+	blobBytes   prometheus.Counter
+	blobServed  *prometheus.CounterVec
 }
 
 var raftSinkOnce sync.Once
@@ -77,7 +80,17 @@ func New(node string, st State) *Set {
 		Name: "toolnode_publish_propagation_seconds", Help: "From a tool's publication on its publishing node to its application on this node.", ConstLabels: constLabels,
 		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 	})
-	reg.MustRegister(s.calls, s.callSeconds, s.routed, s.running, s.waiting, s.p9ops, s.p9errors, s.propagation)
+	s.blobFetches = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "toolnode_blob_fetches_total", Help: "Executables fetched from another node, by the node asked and result (ok, error).", ConstLabels: constLabels,
+	}, []string{"from", "result"})
+	s.blobBytes = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "toolnode_blob_fetched_bytes_total", Help: "Bytes of executables fetched from other nodes and stored.", ConstLabels: constLabels,
+	})
+	s.blobServed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "toolnode_blobs_served_total", Help: "Executable requests answered to other nodes, by answer (sent, missing, busy, error).", ConstLabels: constLabels,
+	}, []string{"answer"})
+	reg.MustRegister(s.calls, s.callSeconds, s.routed, s.running, s.waiting, s.p9ops, s.p9errors, s.propagation,
+		s.blobFetches, s.blobBytes, s.blobServed)
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "toolnode_9p_connections", Help: "9P connections served now.", ConstLabels: constLabels,
@@ -226,6 +239,25 @@ func (s *Set) Op(op string, err error) {
 func (s *Set) Propagated(d time.Duration) {
 	if s != nil && d >= 0 {
 		s.propagation.Observe(d.Seconds())
+	}
+}
+
+// BlobFetched records one attempt to fetch an executable from node from,
+// and its size when it was stored.
+func (s *Set) BlobFetched(from string, size int64, err error) {
+	if s == nil {
+		return
+	}
+	s.blobFetches.WithLabelValues(from, result(err)).Inc()
+	if err == nil {
+		s.blobBytes.Add(float64(size))
+	}
+}
+
+// BlobServed records one answer to another node's executable request.
+func (s *Set) BlobServed(answer string) {
+	if s != nil {
+		s.blobServed.WithLabelValues(answer).Inc()
 	}
 }
 

@@ -57,3 +57,26 @@ func TestHandler_Authorize(t *testing.T) {
 		t.Errorf("control: open /metrics: %d\n%s", code, body)
 	}
 }
+
+func TestBlobSeries(t *testing.T) {
+	s := New("n1", fakeState{})
+	s.BlobFetched("n2", 1000, nil)
+	s.BlobFetched("n3", 1000, errors.New("digest mismatch"))
+	s.BlobServed("sent")
+	s.BlobServed("busy")
+	_, body := get(t, s.Handler(nil), "/metrics", "")
+	for _, want := range []string{
+		`toolnode_blob_fetches_total{from="n2",result="ok",self="n1"} 1`,
+		`toolnode_blob_fetches_total{from="n3",result="error",self="n1"} 1`,
+		`toolnode_blob_fetched_bytes_total{self="n1"} 1000`,
+		`toolnode_blobs_served_total{answer="busy",self="n1"} 1`,
+		`toolnode_blobs_served_total{answer="sent",self="n1"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	var none *Set // a node without -metrics
+	none.BlobFetched("n2", 1, nil)
+	none.BlobServed("sent")
+}

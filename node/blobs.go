@@ -255,6 +255,7 @@ func (n *Node) fetchOnce(d string, size int64, owner string) (string, error) {
 	var why []string
 	for _, s := range srcs {
 		err := n.fetchFrom(s.addr, d, size)
+		n.metrics.BlobFetched(s.name, size, err)
 		if err == nil {
 			return s.name, nil
 		}
@@ -371,17 +372,20 @@ func (n *Node) serveBlob(c net.Conn) {
 	case n.blobs.serve <- struct{}{}:
 		defer func() { <-n.blobs.serve }()
 	default:
+		n.metrics.BlobServed("busy")
 		w.Write([]byte{blobBusy})
 		return
 	}
 	f, err := n.blobs.store.Open(d)
 	if err != nil {
+		n.metrics.BlobServed("missing")
 		w.Write([]byte{blobMissing})
 		return
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
+		n.metrics.BlobServed("missing")
 		w.Write([]byte{blobMissing})
 		return
 	}
@@ -392,8 +396,11 @@ func (n *Node) serveBlob(c net.Conn) {
 		return
 	}
 	if _, err := io.Copy(w, io.LimitReader(f, fi.Size())); err != nil {
+		n.metrics.BlobServed("error")
 		n.logger.Printf("cluster port: sending executable %s to %s: %v", short(d), c.RemoteAddr(), err)
+		return
 	}
+	n.metrics.BlobServed("sent")
 }
 
 // waitBlob waits, within ctx and blobWaitMax, for t's executable to be
