@@ -72,7 +72,7 @@ func runProcess(ctx context.Context, p proc) (procResult, error) {
 		}
 		after(func() {
 			start := time.Now()
-			group.finish()
+			p.cg.recycle(group)
 			markSpan(stCgroupRm, start)
 		})
 	}()
@@ -200,7 +200,7 @@ func runProcess(ctx context.Context, p proc) (procResult, error) {
 	}
 	mark(stExited)
 	killGroup(pid)
-	group.kill()
+	group.killExited()
 	if !waitReaps {
 		_ = cmd.Wait() // the status is read from ProcessState below
 	}
