@@ -336,12 +336,13 @@ func (g *callGroup) setLimit(c *containment) error {
 // are emptied and kept for a later call: recycle waits until nothing of
 // the call is left in them — no process in the v2 cgroup (populated 0)
 // and none counted in either's pids.current (the forking thread has left
-// the v1 cgroup; a zombie still counts) — killing again whatever it finds
-// meanwhile, then writes pids.max afresh and pools them. A pair not
-// empty within cgroupDrain is removed, never reused, and so is one that
-// had to be killed (cgroup.kill): the kernel kills every process cloned
-// into a v2 cgroup that was ever killed, so only calls whose tool left
-// nothing behind, most of them, give their cgroups back. The tool cannot
+// the v1 cgroup; a zombie still counts) — then writes pids.max afresh and
+// pools them. A pair not empty within cgroupDrain, or with a process
+// alive in it, is killed again and removed, never reused, and so is one
+// that had to be killed (cgroup.kill) when its call ended: the kernel
+// kills every process cloned into a v2 cgroup that was ever killed. So
+// only calls whose tool left nothing behind, most of them, give their
+// cgroups back. The tool cannot
 // have changed them otherwise: cgroupfs is not writable under the
 // sandbox.
 const (
@@ -359,7 +360,8 @@ func (c *containment) recycle(g *callGroup) {
 	if g == nil {
 		return
 	}
-	if c == nil || g.killed || !g.drain(cgroupDrain) || g.killed || g.reuses+1 >= maxCgroupReuses || g.setLimit(c) != nil {
+	if c == nil || g.killed || !g.drain(cgroupDrain) || g.reuses+1 >= maxCgroupReuses || g.setLimit(c) != nil {
+		g.kill() // whatever is left, once more
 		g.finish()
 		return
 	}
@@ -373,22 +375,22 @@ func (c *containment) recycle(g *callGroup) {
 	g.finish()
 }
 
-// drain waits, up to within, until g holds no process and counts none,
-// killing what it finds; it reports whether g is empty.
+// drain waits, up to within, until g holds no process and counts none:
+// the call's forking thread ends and its leader is reaped. It polls the
+// counters alone (one pread each). A process alive in the v2 cgroup is a
+// leftover: drain gives up at once, and g is not reused. It reports
+// whether g is empty.
 func (g *callGroup) drain(within time.Duration) bool {
 	deadline := time.Now().Add(within)
 	pause := 50 * time.Microsecond
-	for {
-		if g.empty() {
-			return true
-		}
-		if time.Now().After(deadline) {
+	for !g.empty() {
+		if g.v2 != "" && g.populated() || time.Now().After(deadline) {
 			return false
 		}
-		g.kill()
 		time.Sleep(pause)
 		pause = min(2*pause, 5*time.Millisecond)
 	}
+	return true
 }
 
 // empty reports whether no process is in g's cgroups and none is counted
