@@ -86,3 +86,45 @@ func TestRun_PreparedCalls(t *testing.T) {
 		t.Errorf("the calls made ready before the change were used")
 	}
 }
+
+// TestFSView_Grants: a read rule is left out only for a path the view
+// grants already, never for one in or around a protected tree, nor for a
+// link that leads into one.
+func TestFSView_Grants(t *testing.T) {
+	root := t.TempDir()
+	data := filepath.Join(root, "data")
+	exe := filepath.Join(data, "exec", "tool")
+	if err := os.MkdirAll(filepath.Dir(exe), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	outside := filepath.Join(root, "bin")
+	if err := os.MkdirAll(outside, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(outside, "link")
+	if err := os.Symlink(exe, link); err != nil {
+		t.Fatal(err)
+	}
+	v := newFSView([]string{data})
+	defer v.close()
+	for _, c := range []struct {
+		path string
+		want bool
+	}{
+		{"/bin/sh", true},
+		{outside, true},
+		{exe, false},                      // inside the protected tree
+		{data, false},                     // the protected tree itself
+		{root, false},                     // on the way to it: not granted by the view
+		{"/", false},                      // likewise
+		{link, false},                     // leads into it
+		{filepath.Join(root, "x"), false}, // missing: not known
+	} {
+		if got := v.grants(c.path); got != c.want {
+			t.Errorf("grants(%s) = %v, want %v", c.path, got, c.want)
+		}
+	}
+}
