@@ -22,6 +22,11 @@ import (
 // one process (tests) get cgroups of their own.
 var cgroupSeq atomic.Int64
 
+// callSeq numbers the call cgroups of this process: unique even among
+// containments that share a parent (benchmarks pricing each way), now
+// that a call's cgroups outlive it in the pool.
+var callSeq atomic.Int64
+
 // detectContainment finds the strongest way this host offers to hold a
 // call's processes:
 //
@@ -270,7 +275,7 @@ func (c *containment) newCall() (*callGroup, error) {
 		return g, nil
 	}
 	c.poolMu.Unlock()
-	seq := c.seq.Add(1)
+	seq := callSeq.Add(1)
 	g := &callGroup{v2fd: -1}
 	if c.v2 != "" {
 		dir := filepath.Join(c.v2, "call-"+strconv.FormatInt(seq, 10))

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"sync/atomic"
 )
 
 // DefaultMaxProcs is the default of RunnerConfig.MaxProcs.
@@ -19,7 +18,6 @@ type containment struct {
 	v1        string // the runner's cgroup in the v1 pids hierarchy
 	subreaper bool   // no cgroup: the node is a child subreaper instead
 	missing   []string
-	seq       atomic.Int64
 
 	// Call cgroups that held a call and are empty again, ready for the
 	// next one (see recycle).

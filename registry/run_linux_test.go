@@ -41,7 +41,7 @@ func TestRun_ReapsOrphansAsSubreaper(t *testing.T) {
 // viewFDs is how many descriptors r's sandbox holds for its read rules,
 // its calls made ready and its call cgroups kept for reuse.
 func viewFDs(r *Runner) int {
-	_, prepared := r.preparedScratch() // a ruleset and a cgroup per call made ready
+	_, prepared := r.preparedScratch()  // a ruleset and a cgroup per call made ready
 	if c := r.containment(); c != nil { // and the call cgroups kept for reuse
 		c.poolMu.Lock()
 		for _, g := range c.pool {
