@@ -22,6 +22,11 @@ import (
 // one process (tests) get cgroups of their own.
 var cgroupSeq atomic.Int64
 
+// callSeq numbers the call cgroups of this process: unique even among
+// containments that share a parent (benchmarks pricing each way), now
+// that a call's cgroups outlive it in the pool.
+var callSeq atomic.Int64
+
 // detectContainment finds the strongest way this host offers to hold a
 // call's processes:
 //
@@ -242,33 +247,42 @@ type callGroup struct {
 	v1   string // v1 pids cgroup directory, "" none
 
 	// Opened with the cgroups, so that ending a call reads them with one
-	// system call each (no open, no lookup of the path); nil: read by path.
+	// system call each (no open, no lookup of the path); nil: read by
+	// path. (Not v1's cgroup.procs: an open one keeps serving the list it
+	// first read while it is read again within a second.)
 	events *os.File // v2 cgroup.events
-	procs  *os.File // v1 cgroup.procs
+	cur1   *os.File // v1 pids.current
+	cur2   *os.File // v2 pids.current, when its pids controller is on
+	reuses int      // calls held before this one
+	// killed: cgroup.kill was written. Such a cgroup is never reused:
+	// the kernel then kills every process cloned into it afterwards
+	// (TestCgroupKilledNotReused shows it).
+	killed bool
 }
 
-// newCall creates the cgroups of one call, with its process limit.
+// newCall returns the cgroups of one call, with its process limit: a pair
+// that held an earlier call and is empty again (see recycle), else new
+// ones.
 func (c *containment) newCall() (*callGroup, error) {
 	if c == nil || (c.v2 == "" && c.v1 == "") {
 		return nil, nil
 	}
-	seq := c.seq.Add(1)
+	c.poolMu.Lock()
+	if n := len(c.pool); n > 0 {
+		g := c.pool[n-1]
+		c.pool = c.pool[:n-1]
+		c.poolMu.Unlock()
+		return g, nil
+	}
+	c.poolMu.Unlock()
+	seq := callSeq.Add(1)
 	g := &callGroup{v2fd: -1}
-	limit := []byte(strconv.Itoa(max(c.maxProcs, 2)))
-	// The node's thread that forks the tool counts in the v1 cgroup.
-	limit1 := []byte(strconv.Itoa(max(c.maxProcs, 2) + 1))
 	if c.v2 != "" {
 		dir := filepath.Join(c.v2, "call-"+strconv.FormatInt(seq, 10))
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("cgroup of the call: %w", err)
 		}
 		g.v2 = dir
-		if c.v2Pids {
-			if err := os.WriteFile(filepath.Join(dir, "pids.max"), limit, 0); err != nil {
-				g.finish()
-				return nil, fmt.Errorf("process limit of the call: %w", err)
-			}
-		}
 		fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			g.finish()
@@ -276,6 +290,12 @@ func (c *containment) newCall() (*callGroup, error) {
 		}
 		g.v2fd = fd
 		g.events, _ = os.Open(filepath.Join(dir, "cgroup.events"))
+		if c.v2Pids {
+			if g.cur2, err = os.Open(filepath.Join(dir, "pids.current")); err != nil {
+				g.finish()
+				return nil, fmt.Errorf("process limit of the call: %w", err)
+			}
+		}
 	}
 	if c.v1 != "" {
 		dir := filepath.Join(c.v1, "call-"+strconv.FormatInt(seq, 10))
@@ -284,13 +304,124 @@ func (c *containment) newCall() (*callGroup, error) {
 			return nil, fmt.Errorf("process limit of the call: %w", err)
 		}
 		g.v1 = dir
-		if err := os.WriteFile(filepath.Join(dir, "pids.max"), limit1, 0); err != nil {
+		var err error
+		if g.cur1, err = os.Open(filepath.Join(dir, "pids.current")); err != nil {
 			g.finish()
 			return nil, fmt.Errorf("process limit of the call: %w", err)
 		}
-		g.procs, _ = os.Open(filepath.Join(dir, "cgroup.procs"))
+	}
+	if err := g.setLimit(c); err != nil {
+		g.finish()
+		return nil, fmt.Errorf("process limit of the call: %w", err)
 	}
 	return g, nil
+}
+
+// setLimit writes the call's process limit to pids.max.
+func (g *callGroup) setLimit(c *containment) error {
+	limit := max(c.maxProcs, 2)
+	if g.v2 != "" && c.v2Pids {
+		if err := os.WriteFile(filepath.Join(g.v2, "pids.max"), []byte(strconv.Itoa(limit)), 0); err != nil {
+			return err
+		}
+	}
+	if g.v1 != "" {
+		// The node's thread that forks the tool counts in the v1 cgroup.
+		if err := os.WriteFile(filepath.Join(g.v1, "pids.max"), []byte(strconv.Itoa(limit+1)), 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Reuse of call cgroups. Making a cgroup (v2 and v1: two mkdirs, each
+// creating the cgroup's files) and removing it cost more CPU than the rest
+// of a call's containment, and a removal waits for the call's thread to
+// leave the v1 cgroup. So a call's cgroups, once the call has answered,
+// are emptied and kept for a later call: recycle waits until nothing of
+// the call is left in them — no process in the v2 cgroup (populated 0)
+// and none counted in either's pids.current (the forking thread has left
+// the v1 cgroup; a zombie still counts) — then writes pids.max afresh and
+// pools them. A pair not empty within cgroupDrain, or with a process
+// alive in it, is killed again and removed, never reused, and so is one
+// that had to be killed (cgroup.kill) when its call ended: the kernel
+// kills every process cloned into a v2 cgroup that was ever killed. So
+// only calls whose tool left nothing behind, most of them, give their
+// cgroups back. The tool cannot
+// have changed them otherwise: cgroupfs is not writable under the
+// sandbox.
+const (
+	maxPooledCgroups = 16
+	cgroupDrain      = 2 * time.Second
+	// maxCgroupReuses bounds how many calls one pair holds, so that the
+	// kernel's per-cgroup counters (pids.events, cgroup.stat) start again
+	// from zero now and then.
+	maxCgroupReuses = 1000
+)
+
+// recycle takes g back once its call has answered (see above). It runs
+// after the answer, off the call's path.
+func (c *containment) recycle(g *callGroup) {
+	if g == nil {
+		return
+	}
+	if c == nil || g.killed || !g.drain(cgroupDrain) || g.reuses+1 >= maxCgroupReuses || g.setLimit(c) != nil {
+		g.kill() // whatever is left, once more
+		g.finish()
+		return
+	}
+	g.reuses++
+	c.poolMu.Lock()
+	if !c.poolClosed && len(c.pool) < maxPooledCgroups {
+		c.pool = append(c.pool, g)
+		g = nil
+	}
+	c.poolMu.Unlock()
+	g.finish()
+}
+
+// drain waits, up to within, until g holds no process and counts none:
+// the call's forking thread ends and its leader is reaped. It polls the
+// counters alone (one pread each). A process alive in the v2 cgroup is a
+// leftover: drain gives up at once, and g is not reused. It reports
+// whether g is empty.
+func (g *callGroup) drain(within time.Duration) bool {
+	deadline := time.Now().Add(within)
+	pause := 50 * time.Microsecond
+	for !g.empty() {
+		if g.v2 != "" && g.populated() || time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, 5*time.Millisecond)
+	}
+	return true
+}
+
+// empty reports whether no process is in g's cgroups and none is counted
+// in their pids.current (unknown counts as not empty).
+func (g *callGroup) empty() bool {
+	if g.v2 != "" && g.populated() {
+		return false
+	}
+	if g.v1 != "" && readCount(g.cur1) != 0 {
+		return false
+	}
+	return g.cur2 == nil || readCount(g.cur2) == 0
+}
+
+// readCount reads a pids.current; -1 unknown.
+func readCount(f *os.File) int {
+	if f == nil {
+		return -1
+	}
+	var buf [32]byte
+	n, _ := f.ReadAt(buf[:], 0)
+	v, err := strconv.Atoi(strings.TrimSpace(string(buf[:n])))
+	if err != nil {
+		return -1
+	}
+	return v
 }
 
 // populated reports whether a process of the call is alive in its v2
@@ -308,25 +439,6 @@ func (g *callGroup) populated() bool {
 	return !strings.Contains(string(buf[:n]), "populated 0")
 }
 
-// v1Pids lists the processes in the v1 cgroup.
-func (g *callGroup) v1Pids() []int {
-	if g.procs == nil {
-		return cgroupPids(g.v1, "cgroup.procs")
-	}
-	buf := make([]byte, 0, 512)
-	for {
-		n, err := g.procs.ReadAt(buf[len(buf):cap(buf)], int64(len(buf)))
-		buf = buf[:len(buf)+n]
-		if err != nil || n == 0 {
-			break
-		}
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-	}
-	return parsePids(buf)
-}
-
 // fds is how many descriptors g holds.
 func (g *callGroup) fds() int {
 	n := 0
@@ -336,11 +448,10 @@ func (g *callGroup) fds() int {
 	if g.v2fd >= 0 {
 		n++
 	}
-	if g.events != nil {
-		n++
-	}
-	if g.procs != nil {
-		n++
+	for _, f := range []*os.File{g.events, g.cur1, g.cur2} {
+		if f != nil {
+			n++
+		}
 	}
 	return n
 }
@@ -383,12 +494,13 @@ func (g *callGroup) kill() {
 	// behind, as most do, the call is spared cgroup.kill (a write under
 	// the kernel's global cgroup lock).
 	if g.v2 != "" && g.populated() {
+		g.killed = true
 		_ = os.WriteFile(filepath.Join(g.v2, "cgroup.kill"), []byte("1"), 0)
 	}
 	if g.v1 != "" {
 		deadline := time.Now().Add(time.Second)
 		for time.Now().Before(deadline) {
-			pids := g.v1Pids()
+			pids := cgroupPids(g.v1, "cgroup.procs")
 			// The node's own forking thread belongs to the node's
 			// process: it leaves with its goroutine.
 			self := os.Getpid()
@@ -405,6 +517,21 @@ func (g *callGroup) kill() {
 			time.Sleep(time.Millisecond)
 		}
 	}
+}
+
+// killExited is kill when the call's leader has exited and is not yet
+// reaped: then the v1 cgroup counts exactly the forking thread and the
+// leader unless something else is left, and one read of pids.current
+// spares the listing of its members.
+func (g *callGroup) killExited() {
+	if g != nil && g.v1 != "" && readCount(g.cur1) == 2 {
+		if g.v2 != "" && g.populated() {
+			g.killed = true
+			_ = os.WriteFile(filepath.Join(g.v2, "cgroup.kill"), []byte("1"), 0)
+		}
+		return
+	}
+	g.kill()
 }
 
 // cgroupPids reads a cgroup.procs or tasks file.
@@ -438,7 +565,7 @@ func (g *callGroup) finish() {
 		_ = unix.Close(g.v2fd)
 		g.v2fd = -1
 	}
-	for _, f := range []**os.File{&g.events, &g.procs} {
+	for _, f := range []**os.File{&g.events, &g.cur1, &g.cur2} {
 		if *f != nil {
 			_ = (*f).Close()
 			*f = nil
@@ -456,9 +583,16 @@ func (g *callGroup) finish() {
 	}
 }
 
-// close removes the runner's cgroups; their call cgroups are gone already
-// unless a call is still running.
+// close removes the runner's cgroups, the pooled call cgroups first;
+// other call cgroups are gone already unless a call is still running.
 func (c *containment) close() error {
+	c.poolMu.Lock()
+	pool := c.pool
+	c.pool, c.poolClosed = nil, true
+	c.poolMu.Unlock()
+	for _, g := range pool {
+		g.finish()
+	}
 	var errs []error
 	for _, dir := range []string{c.v2, c.v1} {
 		if dir != "" {

@@ -43,7 +43,12 @@ func BenchmarkRunContain(b *testing.B) {
 	for i, w := range ways {
 		r := newTestRunner(b, nil)
 		withContainment(r, w.c)
-		b.Cleanup(func() { r.contain = nil }) // the probe's cgroups are removed once, by the probe
+		b.Cleanup(func() {
+			if r.contain != nil && r.contain != found {
+				_ = r.contain.close() // its pooled call cgroups
+			}
+			r.contain = nil // the probe's cgroups are removed once, by the probe
+		})
 		runners[i] = r
 	}
 	inv := Invocation{Tool: "true", Exec: "/bin/true", Meta: shTool(""), Args: benchArgs}

@@ -7,7 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -275,4 +278,277 @@ func TestContainment_RemovesStaleCgroups(t *testing.T) {
 		t.Errorf("the stale cgroup %s is still there: %v", stale, err)
 	}
 	waitFor(t, 5*time.Second, "the stale call's process to be killed", func() bool { return processGone(p.Pid) })
+}
+
+// startIn starts argv as a tool is started: by a thread of its own that
+// joined g's cgroups and ends once the process started.
+func startIn(t *testing.T, g *callGroup, argv ...string) *exec.Cmd {
+	t.Helper()
+	started := make(chan *exec.Cmd, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends here
+		if err := g.join(); err != nil {
+			t.Error(err)
+			started <- nil
+			return
+		}
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		g.setAttr(cmd.SysProcAttr)
+		if err := cmd.Start(); err != nil {
+			t.Error(err)
+			cmd = nil
+		}
+		started <- cmd
+	}()
+	cmd := <-started
+	if cmd == nil {
+		t.FailNow()
+	}
+	return cmd
+}
+
+func pooled(c *containment) int {
+	c.poolMu.Lock()
+	defer c.poolMu.Unlock()
+	return len(c.pool)
+}
+
+// TestCgroupRecycle: a call's cgroups are pooled for a later call only once
+// nothing of the call is left in them, with their process limit set again;
+// cgroups that held a leftover (killed) are removed instead.
+func TestCgroupRecycle(t *testing.T) {
+	const limit = 8
+	c := detectContainment(limit)
+	t.Cleanup(func() { _ = c.close() })
+	if c.v2 == "" && c.v1 == "" {
+		t.Skipf("no cgroup for calls on this host: %v", c.describe())
+	}
+
+	t.Run("clean", func(t *testing.T) {
+		g, err := c.newCall()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := startIn(t, g, "/bin/true")
+		if err := cmd.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		// A limit changed meanwhile is set again.
+		limits := map[string]int{}
+		if c.v2Pids {
+			limits[filepath.Join(g.v2, "pids.max")] = limit
+		}
+		if g.v1 != "" {
+			limits[filepath.Join(g.v1, "pids.max")] = limit + 1 // and the forking thread
+		}
+		for f := range limits {
+			if err := os.WriteFile(f, []byte("3"), 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.recycle(g)
+		if n := pooled(c); n != 1 {
+			t.Fatalf("%d cgroups pooled, want 1", n)
+		}
+		again, err := c.newCall()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again != g {
+			t.Fatal("the next call did not get the pooled cgroups")
+		}
+		if !again.empty() || again.killed {
+			t.Error("the reused cgroups are not empty")
+		}
+		for f, want := range limits {
+			if got, _ := os.ReadFile(f); strings.TrimSpace(string(got)) != strconv.Itoa(want) {
+				t.Errorf("%s = %q after reuse, want %d", f, got, want)
+			}
+		}
+		c.recycle(again)
+	})
+
+	t.Run("leftover", func(t *testing.T) {
+		before := pooled(c)
+		g, err := c.newCall()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := startIn(t, g, "sleep", "1000")
+		waited := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(waited) }()
+		if g.empty() {
+			t.Fatal("control: cgroups with a process in them count as empty")
+		}
+		c.recycle(g)
+		<-waited
+		if !processGone(cmd.Process.Pid) {
+			t.Errorf("the call's process %d outlived its cgroups", cmd.Process.Pid)
+		}
+		if n := pooled(c); n != before-1 {
+			t.Errorf("%d cgroups pooled, want %d: killed cgroups were kept", n, before-1)
+		}
+		for _, dir := range []string{g.v2, g.v1} {
+			if _, err := os.Stat(dir); dir != "" && !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s was not removed: %v", dir, err)
+			}
+		}
+	})
+
+	t.Run("thread", func(t *testing.T) {
+		g, err := c.newCall()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.recycle(g)
+		if g.v1 == "" {
+			t.Skip("no v1 cgroup: threads are not placed")
+		}
+		// A thread of the node still in the v1 cgroup (a call's forking
+		// thread not yet ended) keeps it from being reused, and is not
+		// killed for it.
+		hold := make(chan struct{})
+		joined := make(chan error, 1)
+		go func() {
+			runtime.LockOSThread()
+			joined <- g.join()
+			<-hold
+		}()
+		if err := <-joined; err != nil {
+			t.Fatal(err)
+		}
+		if g.drain(50 * time.Millisecond) {
+			t.Error("cgroups holding a thread were drained")
+		}
+		close(hold)
+		waitFor(t, 5*time.Second, "the thread to leave the cgroup", g.empty)
+	})
+}
+
+// TestCgroupKilledNotReused shows why a killed cgroup is never reused: a
+// process cloned into a v2 cgroup after a cgroup.kill is killed at once.
+func TestCgroupKilledNotReused(t *testing.T) {
+	c := detectContainment(8)
+	t.Cleanup(func() { _ = c.close() })
+	if c.v2 == "" {
+		t.Skip("no cgroup v2 for calls on this host")
+	}
+	g, err := c.newCall()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.finish()
+	run := func() error {
+		cmd := exec.Command("/bin/true")
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+		g.setAttr(cmd.SysProcAttr)
+		return cmd.Run()
+	}
+	if err := run(); err != nil {
+		t.Fatalf("control: before any kill: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(g.v2, "cgroup.kill"), []byte("1"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(); err == nil {
+		t.Log("this kernel lets a process start in a cgroup killed before; reusing one would be safe here")
+	} else {
+		t.Logf("after cgroup.kill: %v", err)
+	}
+}
+
+// cgroupMount returns where the cgroup v2 hierarchy (v1: the pids one) is
+// mounted, "" when it is not.
+func cgroupMount(t *testing.T, v1 bool) string {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		i := slices.Index(f, "-")
+		if i < 5 || i+3 >= len(f) || f[3] != "/" {
+			continue
+		}
+		if !v1 && f[i+1] == "cgroup2" || v1 && f[i+1] == "cgroup" && hasItem(f[i+3], "pids") {
+			return f[4]
+		}
+	}
+	return ""
+}
+
+// TestRun_ReusedCgroupCarriesNothing runs calls one after another,
+// alternately leaving an orphan behind and leaving nothing, until one runs
+// in cgroups an earlier call held: no process of an earlier call is in
+// them, every earlier orphan is gone, and cgroups that held an orphan are
+// never given to another call.
+func TestRun_ReusedCgroupCarriesNothing(t *testing.T) {
+	r := newTestRunner(t, nil)
+	needCgroup(t, r)
+	v2, v1 := cgroupMount(t, false), cgroupMount(t, true)
+	list := `cg2=$(sed -n 's/^0:://p' /proc/self/cgroup)
+cg1=$(sed -n 's/^[0-9]*:pids://p' /proc/self/cgroup)
+m=""
+if [ -n "` + v2 + `" ] && [ -f "` + v2 + `$cg2/cgroup.procs" ]; then m="$m $(cat "` + v2 + `$cg2/cgroup.procs")"; fi
+if [ -n "` + v1 + `" ] && [ -n "$cg1" ]; then m="$m $(cat "` + v1 + `$cg1/cgroup.procs")"; fi
+echo "cgroups $cg2 $cg1"
+echo "members" $m`
+	clean := map[string]bool{}  // cgroups of calls that left nothing
+	killed := map[string]bool{} // of calls that left an orphan
+	var orphans []int
+	reused := false
+	for i := 0; i < 16 && !reused; i++ {
+		dir := t.TempDir()
+		leave := i%2 == 0
+		script := list
+		if leave {
+			script = orphanScript(list)
+		}
+		out, err := r.Run(context.Background(), Invocation{Tool: "orphan", Meta: shTool(script), Cwd: dir})
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		var cgroups string
+		var members []int
+		for _, line := range strings.Split(string(out), "\n") {
+			if s, ok := strings.CutPrefix(line, "cgroups "); ok {
+				cgroups = s
+			}
+			if s, ok := strings.CutPrefix(line, "members"); ok {
+				for _, f := range strings.Fields(s) {
+					if pid, err := strconv.Atoi(f); err == nil {
+						members = append(members, pid)
+					}
+				}
+			}
+		}
+		if cgroups == "" || len(members) == 0 {
+			t.Fatalf("call %d printed %q", i, out)
+		}
+		for _, pid := range orphans {
+			if slices.Contains(members, pid) {
+				t.Errorf("call %d (cgroups %s) shares them with %d, an earlier call's orphan", i, cgroups, pid)
+			}
+		}
+		if killed[cgroups] {
+			t.Errorf("call %d runs in cgroups %s, killed for an earlier call", i, cgroups)
+		}
+		reused = clean[cgroups]
+		if leave {
+			killed[cgroups] = true
+			pid := readPid(t, filepath.Join(dir, "orphan"))
+			if !slices.Contains(members, pid) {
+				t.Errorf("call %d: its own orphan %d is not among the members %v: the listing proves nothing", i, pid, members)
+			}
+			orphans = append(orphans, pid)
+			waitFor(t, 5*time.Second, fmt.Sprintf("the orphan %d to be gone", pid), func() bool { return processGone(pid) })
+		} else {
+			clean[cgroups] = true
+		}
+		r.idle() // the call's cgroups back in the pool
+	}
+	if !reused {
+		t.Fatalf("no call ran in cgroups an earlier one held: %v", clean)
+	}
 }

@@ -19,7 +19,9 @@ func (c *containment) newCall() (*callGroup, error) { return nil, nil }
 func (g *callGroup) setAttr(*syscall.SysProcAttr)   {}
 func (g *callGroup) join() error                    { return nil }
 func (g *callGroup) kill()                          {}
+func (g *callGroup) killExited()                    {}
 func (g *callGroup) finish()                        {}
+func (c *containment) recycle(*callGroup)           {}
 func (c *containment) close() error                 { return nil }
 func beginStart()                                   {}
 func endStart(int)                                  {}

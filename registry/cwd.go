@@ -19,7 +19,7 @@ func (r *Runner) grantCwd(sb *sandboxSpec, cwd string, writable bool) {
 	if r.view == nil || !r.view.protects(cwd) {
 		if writable {
 			sb.rw = append(sb.rw, cwd)
-		} else {
+		} else if !r.view.grants(cwd) {
 			sb.ro = append(sb.ro, cwd)
 		}
 		return

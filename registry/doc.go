@@ -12,9 +12,10 @@
 //     (ScanTools, ScanProfiles, ParseProfile, WatchDir);
 //   - command resolution and execution: argument validation, the process
 //     group, timeout, output cap, exit status and stderr tail (Runner);
-//   - holding a call's processes: a cgroup per call (cgroup.kill, pids.max)
-//     or, without one, the node as child subreaper sweeping its orphans;
-//     the list of protections in force (Runner.Protections);
+//   - holding a call's processes: a cgroup per call (cgroup.kill, pids.max),
+//     reused by a later call once empty, or, without one, the node as
+//     child subreaper sweeping its orphans; the list of protections in
+//     force (Runner.Protections);
 //   - the Landlock sandbox, applied to a dedicated thread of the node that
 //     starts the tool and ends after it (SandboxStatus, callThread,
 //     Runner.SandboxInfo), the tool environment's allow-list
@@ -60,11 +61,16 @@
 //   - A sandboxed call takes, when one is ready and the layout it was
 //     built from is unchanged, a scratch directory, cgroups, a thread in
 //     them (capabilities dropped, no_new_privs) and a Landlock ruleset
-//     (read view, scratch, devices) made ahead; it adds its cwd and
-//     executable and restricts the thread. Two are kept ready for calls
-//     without a cwd around a protected path, one per such cwd (up to 8).
-//     The scratch directory and cgroups are removed after Run returns, in
-//     the background; Close waits for it. The step-by-step profile of a
+//     (read view, scratch, readable trees, devices) made ahead; it adds
+//     its cwd and, when the view does not grant it already (it lies in a
+//     protected tree), its executable, and restricts the thread. Two are
+//     kept ready for calls without a cwd around a protected path, one per
+//     such cwd (up to 8). The scratch directory is removed after Run
+//     returns, in the background, and the cgroups are taken back: kept
+//     for a later call (up to 16, each for up to 1000 calls) when nothing
+//     of the call is left in them and they were never killed — the
+//     kernel kills every process cloned into a v2 cgroup that was —, with
+//     pids.max written again; else killed and removed. Close waits for it. The step-by-step profile of a
 //     call (stages.go, BenchmarkCallStages) marks each step.
 //   - The package's init locks the main goroutine to the process's first
 //     thread, so that a sandboxed thread is never the thread group leader

@@ -123,6 +123,28 @@ func (v *fsView) protects(dir string) bool {
 	return false
 }
 
+// grants reports whether the view already gives path what a read rule on
+// it would (roDirAccess beneath a directory, roFileAccess on a file): the
+// view grants read, and path, its symbolic links resolved, lies in no
+// protected tree and is no directory on the way to one. A rule for such a
+// path would add nothing to the ruleset. A path that cannot be resolved
+// counts as not granted.
+func (v *fsView) grants(path string) bool {
+	if v == nil || v.root != "/" || v.dirAccess != roDirAccess || v.fileAcc != roFileAccess {
+		return false
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil || !filepath.IsAbs(real) {
+		return false
+	}
+	for _, p := range v.protected {
+		if within(real, p) || within(p, real) {
+			return false
+		}
+	}
+	return true
+}
+
 // cleanProtected makes each path absolute and resolves its symbolic links
 // (as far as it exists: the rest is kept as written), drops duplicates
 // and paths beneath another protected path, and sorts them.

@@ -39,6 +39,9 @@ type prepared struct {
 	thread  *callThread // in group, ready to be confined; nil once taken
 	ruleset int
 	walks   []*fsRules // of the view and the tree, as newRuleset returned them
+	// readableMissing: a readable tree did not exist when the ruleset was
+	// made; the call that takes it grants them again.
+	readableMissing bool
 }
 
 type prepSlot struct {
@@ -98,6 +101,9 @@ func (r *Runner) takePrepared(sb *sandboxSpec) *prepared {
 	}
 	ps.taken.Add(1)
 	sb.ruleset, sb.prepared, sb.scratch = p.ruleset, true, p.scratch
+	if p.readableMissing {
+		sb.ro = append(sb.ro, sb.readable...)
+	}
 	return p
 }
 
@@ -161,7 +167,7 @@ func (r *Runner) refill(sb *sandboxSpec) {
 	}
 	slot.filling = true
 	ps.wg.Add(1)
-	spec := sandboxSpec{view: sb.view, ablation: r.ablate}
+	spec := sandboxSpec{view: sb.view, readable: sb.readable, ablation: r.ablate}
 	if key != nil {
 		spec.trees = []*fsView{key}
 	}
@@ -219,6 +225,11 @@ func (r *Runner) prepare(spec sandboxSpec) (*prepared, error) {
 	if p.ruleset, p.walks, err = newRuleset(&spec, abi); err != nil {
 		p.discard()
 		return nil, err
+	}
+	for _, d := range spec.readable {
+		if _, err := os.Stat(d); err != nil {
+			p.readableMissing = true
+		}
 	}
 	return p, nil
 }

@@ -37,7 +37,7 @@ type proc struct {
 
 	started func() // called once the tool runs, if not nil
 	// after takes the work that can wait until the call has answered
-	// (the thread let go, the cgroups removed), to do it in order; nil:
+	// (the thread let go, the cgroups taken back), to do it in order; nil:
 	// runProcess does it before it returns.
 	after func(func())
 }
@@ -72,7 +72,7 @@ func runProcess(ctx context.Context, p proc) (procResult, error) {
 		}
 		after(func() {
 			start := time.Now()
-			group.finish()
+			p.cg.recycle(group)
 			markSpan(stCgroupRm, start)
 		})
 	}()
@@ -200,7 +200,7 @@ func runProcess(ctx context.Context, p proc) (procResult, error) {
 	}
 	mark(stExited)
 	killGroup(pid)
-	group.kill()
+	group.killExited()
 	if !waitReaps {
 		_ = cmd.Wait() // the status is read from ProcessState below
 	}

@@ -3,7 +3,7 @@ package registry
 import (
 	"fmt"
 	"os"
-	"sync/atomic"
+	"sync"
 )
 
 // DefaultMaxProcs is the default of RunnerConfig.MaxProcs.
@@ -18,7 +18,12 @@ type containment struct {
 	v1        string // the runner's cgroup in the v1 pids hierarchy
 	subreaper bool   // no cgroup: the node is a child subreaper instead
 	missing   []string
-	seq       atomic.Int64
+
+	// Call cgroups that held a call and are empty again, ready for the
+	// next one (see recycle).
+	poolMu     sync.Mutex
+	pool       []*callGroup // guarded by poolMu
+	poolClosed bool         // guarded by poolMu
 }
 
 // Protections lists what protects the node and other calls from a tool

@@ -218,7 +218,12 @@ func (r *Runner) Run(ctx context.Context, inv Invocation) ([]byte, error) {
 	var sb *sandboxSpec // nil: not sandboxed
 	var pre *prepared   // the call made ready ahead, if one was
 	if !r.cfg.Yolo {
-		sb = &sandboxSpec{view: r.view, ro: append([]string{argv[0]}, r.cfg.Readable...), ablation: r.ablate}
+		sb = &sandboxSpec{view: r.view, readable: r.cfg.Readable, ablation: r.ablate}
+		// The executable needs a rule of its own only where the view
+		// does not already grant it (inside a protected tree).
+		if !r.view.grants(argv[0]) {
+			sb.ro = append(sb.ro, argv[0])
+		}
 		if cwd != "" {
 			r.grantCwd(sb, cwd, meta.Scope != "read")
 		}

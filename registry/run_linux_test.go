@@ -38,9 +38,17 @@ func TestRun_ReapsOrphansAsSubreaper(t *testing.T) {
 	}
 }
 
-// viewFDs is how many descriptors r's sandbox holds for its read rules.
+// viewFDs is how many descriptors r's sandbox holds for its read rules,
+// its calls made ready and its call cgroups kept for reuse.
 func viewFDs(r *Runner) int {
-	_, prepared := r.preparedScratch() // a ruleset and a cgroup per call made ready
+	_, prepared := r.preparedScratch()  // a ruleset and a cgroup per call made ready
+	if c := r.containment(); c != nil { // and the call cgroups kept for reuse
+		c.poolMu.Lock()
+		for _, g := range c.pool {
+			prepared += g.fds()
+		}
+		c.poolMu.Unlock()
+	}
 	if r.view == nil {
 		return prepared
 	}
@@ -84,5 +92,47 @@ func TestRun_PreparedCalls(t *testing.T) {
 	}
 	if r.prep.missed.Load() != missed+1 {
 		t.Errorf("the calls made ready before the change were used")
+	}
+}
+
+// TestFSView_Grants: a read rule is left out only for a path the view
+// grants already, never for one in or around a protected tree, nor for a
+// link that leads into one.
+func TestFSView_Grants(t *testing.T) {
+	root := t.TempDir()
+	data := filepath.Join(root, "data")
+	exe := filepath.Join(data, "exec", "tool")
+	if err := os.MkdirAll(filepath.Dir(exe), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	outside := filepath.Join(root, "bin")
+	if err := os.MkdirAll(outside, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(outside, "link")
+	if err := os.Symlink(exe, link); err != nil {
+		t.Fatal(err)
+	}
+	v := newFSView([]string{data})
+	defer v.close()
+	for _, c := range []struct {
+		path string
+		want bool
+	}{
+		{"/bin/sh", true},
+		{outside, true},
+		{exe, false},                      // inside the protected tree
+		{data, false},                     // the protected tree itself
+		{root, false},                     // on the way to it: not granted by the view
+		{"/", false},                      // likewise
+		{link, false},                     // leads into it
+		{filepath.Join(root, "x"), false}, // missing: not known
+	} {
+		if got := v.grants(c.path); got != c.want {
+			t.Errorf("grants(%s) = %v, want %v", c.path, got, c.want)
+		}
 	}
 }

@@ -11,14 +11,17 @@ type sandboxSpec struct {
 	scratch string   // read and write: its scratch directory
 	rw      []string // read and write: its session's cwd
 	ro      []string // read even when protected: its executable, a cwd of scope read
+	// readable are read even when protected, for every call alike
+	// (RunnerConfig.Readable): granted with the ruleset made ahead.
+	readable []string
 	// trees are granted by their views: a cwd around a protected path.
 	// The views of transient are closed once applied.
 	trees, transient []*fsView
 
 	// ruleset, when prepared, is a Landlock ruleset made ahead of the
 	// call (see prepare_linux.go) that already grants view, trees,
-	// scratch and the writable devices; rw and ro are added to it on the
-	// call's thread. The Run that took it closes it.
+	// scratch, readable and the writable devices; rw and ro are added to
+	// it on the call's thread. The Run that took it closes it.
 	ruleset  int
 	prepared bool
 

@@ -131,7 +131,7 @@ func restrictThread(sb *sandboxSpec) error {
 
 // newRuleset makes the Landlock ruleset of sb's grants that do not depend
 // on the tool: the read view, the views of a cwd around a protected path,
-// the scratch directory and the writable devices; restrictThread adds the
+// the scratch directory, the readable trees and the writable devices; restrictThread adds the
 // rest (a cwd, the executable). It returns the ruleset and the walks of
 // sb.view and sb.trees it was filled from, in that order (nil for a view
 // not added), for isCurrent.
@@ -174,6 +174,11 @@ func newRuleset(sb *sandboxSpec, abi int) (fd int, walks []*fsRules, err error) 
 	}
 	if sb.scratch != "" {
 		if err := addPathRule(fd, sb.scratch, handled, fileRWAccess&handled, false); err != nil {
+			return fail(err)
+		}
+	}
+	for _, p := range sb.readable {
+		if err := addPathRule(fd, p, roDirAccess, roFileAccess, true); err != nil {
 			return fail(err)
 		}
 	}

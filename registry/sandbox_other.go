@@ -19,6 +19,7 @@ type fsView struct{}
 func newFSView([]string) *fsView { return &fsView{} }
 
 func (*fsView) protects(string) bool      { return false }
+func (*fsView) grants(string) bool        { return false }
 func (*fsView) tree(string, bool) *fsView { return &fsView{} }
 
 func prepareThread(ablation) error {

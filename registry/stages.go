@@ -33,7 +33,7 @@ const (
 	stResult                // the result checked (status, output format)
 	// After the answer, off the call's path:
 	stRelease   // the call's thread let go
-	stCgroupRm  // the call's cgroups removed
+	stCgroupRm  // the call's cgroups taken back: drained and pooled, or removed
 	stScratchRm // the scratch directory removed
 	nStages
 )
