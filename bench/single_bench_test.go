@@ -3,12 +3,14 @@
 package bench
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -307,6 +309,11 @@ func BenchmarkCall(b *testing.B) {
 			}
 		}
 		var floor, call, baseline time.Duration
+		cpu0 := procCPU(b, l.p)
+		var baseCPU0 time.Duration
+		if base != nil {
+			baseCPU0 = procCPU(b, base.p)
+		}
 		for b.Loop() {
 			t0 := time.Now()
 			execFloor(b, l.tool)
@@ -320,15 +327,37 @@ func BenchmarkCall(b *testing.B) {
 			floor += t1.Sub(t0)
 			call += t2.Sub(t1)
 		}
+		cpu := procCPU(b, l.p) - cpu0
 		us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(b.N) }
 		b.ReportMetric(us(floor), "floor-µs")
 		b.ReportMetric(us(call), "call-µs")
 		b.ReportMetric(us(call-floor), "added-µs")
+		b.ReportMetric(us(cpu), "node-cpu-µs")
 		if base != nil {
 			b.ReportMetric(us(baseline), "baseline-µs")
 			b.ReportMetric(us(baseline-floor), "baseline-added-µs")
+			b.ReportMetric(us(procCPU(b, base.p)-baseCPU0), "baseline-node-cpu-µs")
 		}
 	})
+}
+
+// procCPU is the CPU time (user and system, in clock ticks of 10 ms
+// summed over every thread) p's own process has used, without its
+// children: the node's share of a call, not the tool's.
+func procCPU(b *testing.B, p *proc) time.Duration {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The fields after the command's ")" start at field 3 (state);
+	// utime and stime are fields 14 and 15.
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(f) < 13 {
+		b.Fatalf("/proc/%d/stat: %q", p.cmd.Process.Pid, stat)
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
 }
 
 // execFloor runs the nop script from this process, as a client would.
