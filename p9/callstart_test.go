@@ -68,8 +68,8 @@ func (s *starter) counts() (started, ended int, cancelled error) {
 	return s.started, s.ended, s.cancelled
 }
 
-// poll waits up to 10 s for ok.
-func poll(t *testing.T, what string, ok func() bool) {
+// waitCall waits up to 10 s for ok.
+func waitCall(t *testing.T, what string, ok func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); !ok(); {
 		if time.Now().After(deadline) {
@@ -79,7 +79,7 @@ func poll(t *testing.T, what string, ok func() bool) {
 	}
 }
 
-const callPath = "session/s1/agent/a1/call"
+const starterCallPath = "session/s1/agent/a1/call"
 
 // A write whose call fails its checks fails, and runs nothing; a call
 // that runs and fails fails the read instead, and the next request on
@@ -88,7 +88,7 @@ func TestCallStartErrorsOnWrite(t *testing.T) {
 	s := newStarter()
 	_, addr := startServer(t, s, Options{})
 	fs := mount(t, addr)
-	fid, err := fs.Open(callPath, plan9.ORDWR)
+	fid, err := fs.Open(starterCallPath, plan9.ORDWR)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestCallReadWaitsForRun(t *testing.T) {
 	s := newStarter()
 	_, addr := startServer(t, s, Options{})
 	fs := mount(t, addr)
-	fid, err := fs.Open(callPath, plan9.ORDWR)
+	fid, err := fs.Open(starterCallPath, plan9.ORDWR)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestCallReadWaitsForRun(t *testing.T) {
 	if _, err := fid.WriteAt([]byte("gate"), 0); err != nil {
 		t.Fatalf("write: %v", err) // returns while the run waits for release
 	}
-	poll(t, "the run to start", func() bool { started, _, _ := s.counts(); return started == 1 })
+	waitCall(t, "the run to start", func() bool { started, _, _ := s.counts(); return started == 1 })
 	type result struct {
 		out []byte
 		err error
@@ -178,18 +178,18 @@ func TestCallClunkCancelsRun(t *testing.T) {
 	s := newStarter()
 	_, addr := startServer(t, s, Options{})
 	fs := mount(t, addr)
-	fid, err := fs.Open(callPath, plan9.ORDWR)
+	fid, err := fs.Open(starterCallPath, plan9.ORDWR)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := fid.WriteAt([]byte("block"), 0); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "the run to start", func() bool { started, _, _ := s.counts(); return started == 1 })
+	waitCall(t, "the run to start", func() bool { started, _, _ := s.counts(); return started == 1 })
 	if err := fid.Close(); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "the clunked run to end", func() bool { _, ended, _ := s.counts(); return ended == 1 })
+	waitCall(t, "the clunked run to end", func() bool { _, ended, _ := s.counts(); return ended == 1 })
 	if _, _, c := s.counts(); !errors.Is(c, context.Canceled) {
 		t.Fatalf("the run ended with context %v, want cancelled", c)
 	}
@@ -202,14 +202,14 @@ func TestCallClunkCancelsRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fid, err = fs2.Open(callPath, plan9.ORDWR)
+	fid, err = fs2.Open(starterCallPath, plan9.ORDWR)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := fid.WriteAt([]byte("block"), 0); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "the second run to start", func() bool { started, _, _ := s.counts(); return started == 2 })
+	waitCall(t, "the second run to start", func() bool { started, _, _ := s.counts(); return started == 2 })
 	c.Close()
-	poll(t, "the run of a closed connection to end", func() bool { _, ended, _ := s.counts(); return ended == 2 })
+	waitCall(t, "the run of a closed connection to end", func() bool { _, ended, _ := s.counts(); return ended == 2 })
 }
