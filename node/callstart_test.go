@@ -38,13 +38,13 @@ func Test_Node_CallWriteAnswersBeforeTheRun(t *testing.T) {
 	mustAsk(t, fsys, "session/s/agent/a/tools", "greet\nfails\nwait\n")
 	const path = "session/s/agent/a/call"
 
-	open := func() *plan9Fid {
+	open := func() *callFid {
 		t.Helper()
 		fid, err := fsys.Open(path, plan9.ORDWR)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return &plan9Fid{fid}
+		return &callFid{fid}
 	}
 
 	// Known at the write: the schema, an unloaded or unknown tool.
@@ -78,7 +78,7 @@ func Test_Node_CallWriteAnswersBeforeTheRun(t *testing.T) {
 	if _, err := fid.WriteAt([]byte("wait"), 0); err != nil {
 		t.Fatal(err)
 	}
-	pid := waitPid(t, work)
+	pid := waitToolPid(t, work)
 	got := make(chan string, 1)
 	go func() {
 		buf := make([]byte, 64)
@@ -105,7 +105,7 @@ func Test_Node_CallWriteAnswersBeforeTheRun(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the read did not return after the tool ended")
 	}
-	waitFor(t, "the ended tool reaped", 5*time.Second, func() bool { return gone(pid) })
+	waitFor(t, "the ended tool reaped", 5*time.Second, func() bool { return pidGone(pid) })
 	fid.Close()
 
 	// A clunk before the end kills the tool.
@@ -115,18 +115,18 @@ func Test_Node_CallWriteAnswersBeforeTheRun(t *testing.T) {
 	if _, err := fid.WriteAt([]byte("wait"), 0); err != nil {
 		t.Fatal(err)
 	}
-	pid = waitPid(t, work)
-	if gone(pid) {
+	pid = waitToolPid(t, work)
+	if pidGone(pid) {
 		t.Fatalf("tool %d not running before the clunk", pid)
 	}
 	fid.Close()
-	waitFor(t, "the clunked call's tool killed", 10*time.Second, func() bool { return gone(pid) })
+	waitFor(t, "the clunked call's tool killed", 10*time.Second, func() bool { return pidGone(pid) })
 }
 
-// plan9Fid adds readAll to a fid.
-type plan9Fid struct{ *client.Fid }
+// callFid adds readAll to a fid.
+type callFid struct{ *client.Fid }
 
-func (f *plan9Fid) readAll(t *testing.T) string {
+func (f *callFid) readAll(t *testing.T) string {
 	t.Helper()
 	var out []byte
 	buf := make([]byte, 8192)
@@ -142,8 +142,8 @@ func (f *plan9Fid) readAll(t *testing.T) string {
 	}
 }
 
-// waitPid waits for the wait tool's pid file in dir.
-func waitPid(t *testing.T, dir string) int {
+// waitToolPid waits for the wait tool's pid file in dir.
+func waitToolPid(t *testing.T, dir string) int {
 	t.Helper()
 	var pid int
 	waitFor(t, "the tool's pid", 10*time.Second, func() bool {
@@ -157,7 +157,7 @@ func waitPid(t *testing.T, dir string) int {
 	return pid
 }
 
-// gone reports whether pid no longer exists (nor as a zombie).
-func gone(pid int) bool {
+// pidGone reports whether pid no longer exists (nor as a zombie).
+func pidGone(pid int) bool {
 	return syscall.Kill(pid, 0) == syscall.ESRCH
 }
