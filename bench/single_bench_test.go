@@ -3,12 +3,14 @@
 package bench
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -307,28 +309,148 @@ func BenchmarkCall(b *testing.B) {
 			}
 		}
 		var floor, call, baseline time.Duration
+		cpu0 := procCPU(b, l.p)
+		var baseCPU0 time.Duration
+		if base != nil {
+			baseCPU0 = procCPU(b, base.p)
+		}
+		// The two nodes take turns at going first: the second call of an
+		// iteration runs while the first node cleans up after its own.
+		i := 0
 		for b.Loop() {
 			t0 := time.Now()
 			execFloor(b, l.tool)
-			t1 := time.Now()
-			l.call(b)
-			t2 := time.Now()
-			if base != nil {
+			floor += time.Since(t0)
+			if base != nil && i%2 == 1 {
+				t := time.Now()
 				base.call(b)
-				baseline += time.Since(t2)
+				baseline += time.Since(t)
 			}
-			floor += t1.Sub(t0)
-			call += t2.Sub(t1)
+			t := time.Now()
+			l.call(b)
+			call += time.Since(t)
+			if base != nil && i%2 == 0 {
+				t := time.Now()
+				base.call(b)
+				baseline += time.Since(t)
+			}
+			i++
 		}
+		cpu := procCPU(b, l.p) - cpu0
 		us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(b.N) }
 		b.ReportMetric(us(floor), "floor-µs")
 		b.ReportMetric(us(call), "call-µs")
 		b.ReportMetric(us(call-floor), "added-µs")
+		b.ReportMetric(us(cpu), "node-cpu-µs")
 		if base != nil {
 			b.ReportMetric(us(baseline), "baseline-µs")
 			b.ReportMetric(us(baseline-floor), "baseline-added-µs")
+			b.ReportMetric(us(procCPU(b, base.p)-baseCPU0), "baseline-node-cpu-µs")
 		}
 	})
+}
+
+// callSteps are the client's steps of a call, each one 9P round trip but
+// walk+open (two).
+var callSteps = [...]string{"walkopen", "write", "read", "eof", "clunk"}
+
+// steps is call, timing each of its steps into d.
+func (l *lone) steps(b *testing.B, d *[len(callSteps)]time.Duration) {
+	buf := make([]byte, 8192)
+	t0 := time.Now()
+	fid, err := l.conn.fsys.Open(l.agent+"/call", plan9.ORDWR)
+	if err != nil {
+		b.Fatal(err)
+	}
+	t1 := time.Now()
+	if _, err := fid.WriteAt([]byte("nop {}"), 0); err != nil {
+		b.Fatal(err)
+	}
+	t2 := time.Now()
+	n, err := fid.ReadAt(buf, 0)
+	if (err != nil && err != io.EOF) || string(buf[:n]) != "ok\n" {
+		b.Fatalf("call: %q, %v", buf[:n], err)
+	}
+	t3 := time.Now()
+	if k, err := fid.ReadAt(buf, int64(n)); k != 0 || (err != nil && err != io.EOF) {
+		b.Fatalf("read at the end: %d bytes, %v", k, err)
+	}
+	t4 := time.Now()
+	fid.Close()
+	t5 := time.Now()
+	ts := [...]time.Time{t0, t1, t2, t3, t4, t5}
+	for i := range d {
+		d[i] += ts[i+1].Sub(ts[i])
+	}
+}
+
+// procCPU is the CPU time (user and system, in clock ticks of 10 ms
+// summed over every thread) p's own process has used, without its
+// children: the node's share of a call, not the tool's.
+func procCPU(b *testing.B, p *proc) time.Duration {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The fields after the command's ")" start at field 3 (state);
+	// utime and stime are fields 14 and 15.
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(f) < 13 {
+		b.Fatalf("/proc/%d/stat: %q", p.cmd.Process.Pid, stat)
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// BenchmarkCallSteps times each 9P step of the black-box call (walk+open,
+// write, read, the read at the end, clunk) beside the exec floor, and,
+// with TOOLNODE_BENCH_BASELINE, the same steps on a node of that binary,
+// the two nodes taking turns at going first.
+func BenchmarkCallSteps(b *testing.B) {
+	l := startLone(b)
+	var base *lone
+	if bin := os.Getenv("TOOLNODE_BENCH_BASELINE"); bin != "" {
+		base = startLoneBin(b, bin)
+	}
+	var d, bd [len(callSteps)]time.Duration
+	for range 3 {
+		l.steps(b, &d)
+		if base != nil {
+			base.steps(b, &bd)
+		}
+	}
+	d, bd = [len(callSteps)]time.Duration{}, [len(callSteps)]time.Duration{}
+	var floor time.Duration
+	i := 0
+	for b.Loop() {
+		t := time.Now()
+		execFloor(b, l.tool)
+		floor += time.Since(t)
+		if base != nil && i%2 == 1 {
+			base.steps(b, &bd)
+		}
+		l.steps(b, &d)
+		if base != nil && i%2 == 0 {
+			base.steps(b, &bd)
+		}
+		i++
+	}
+	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(b.N) }
+	b.ReportMetric(us(floor), "floor-µs")
+	var sum, bsum time.Duration
+	for i, name := range callSteps {
+		b.ReportMetric(us(d[i]), name+"-µs")
+		sum += d[i]
+		if base != nil {
+			b.ReportMetric(us(bd[i]), "baseline-"+name+"-µs")
+			bsum += bd[i]
+		}
+	}
+	b.ReportMetric(us(sum-floor), "added-µs")
+	if base != nil {
+		b.ReportMetric(us(bsum-floor), "baseline-added-µs")
+	}
 }
 
 // execFloor runs the nop script from this process, as a client would.

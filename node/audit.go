@@ -24,7 +24,10 @@ type auditBackend struct {
 	who string
 }
 
-var _ p9.Backend = auditBackend{}
+var (
+	_ p9.Backend     = auditBackend{}
+	_ p9.CallStarter = auditBackend{}
+)
 
 // bind is p9.Options.Bind.
 func (n *Node) bind(p p9.Principal) p9.Backend {
@@ -199,6 +202,24 @@ func (a auditBackend) Call(ctx context.Context, session, agent, tool string, arg
 	out, err := a.Node.Call(withWho(ctx, a.who), session, agent, tool, args)
 	a.record(start, a.who, "call", session+"/"+agent+"/"+tool, err)
 	return out, err
+}
+
+// StartCall is p9.CallStarter with the audit line: a call refused by its
+// checks is recorded at once, a call that ran when its run ends, with the
+// time from the write to the end.
+func (a auditBackend) StartCall(ctx context.Context, session, agent, tool string, args []byte) (func(context.Context) ([]byte, error), error) {
+	start := time.Now()
+	target := session + "/" + agent + "/" + tool
+	run, err := a.Node.StartCall(withWho(ctx, a.who), session, agent, tool, args)
+	if err != nil {
+		a.record(start, a.who, "call", target, err)
+		return nil, err
+	}
+	return func(ctx context.Context) ([]byte, error) {
+		out, err := run(withWho(ctx, a.who))
+		a.record(start, a.who, "call", target, err)
+		return out, err
+	}, nil
 }
 
 type whoKey struct{}

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -491,6 +492,23 @@ func (n *Node) Preamble(session, agent string) (string, error) {
 // Call runs a tool (or a built-in) for an agent: here when this host can
 // run it, else on a capable node (see route.go).
 func (n *Node) Call(ctx context.Context, session, agent, tool string, args []byte) ([]byte, error) {
+	run, err := n.StartCall(ctx, session, agent, tool, args)
+	if err != nil {
+		return nil, err
+	}
+	return run(ctx)
+}
+
+var _ p9.CallStarter = (*Node)(nil)
+
+// StartCall is p9.CallStarter: it makes every check of a call that needs
+// no run — the agent, the arguments (an object, and against the tool's
+// schema when it runs here), the tool loaded and known, its executable
+// and the session's cwd — and returns the run: the call queue, the
+// sandboxed process, or the call routed to a capable node. A built-in
+// (tool_load, tool_unload, tools_all) is done here and its run only
+// answers.
+func (n *Node) StartCall(ctx context.Context, session, agent, tool string, args []byte) (func(context.Context) ([]byte, error), error) {
 	a, err := n.agent(session, agent)
 	if err != nil {
 		return nil, err
@@ -498,12 +516,21 @@ func (n *Node) Call(ctx context.Context, session, agent, tool string, args []byt
 	if len(args) == 0 {
 		args = []byte("{}")
 	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(args, &obj); err != nil || obj == nil {
-		return nil, fmt.Errorf("the arguments of %s must be one JSON object", tool)
-	}
 	if isBuiltin(tool) {
-		return n.callBuiltin(session, agent, tool, obj)
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(args, &obj); err != nil || obj == nil {
+			return nil, fmt.Errorf("the arguments of %s must be one JSON object", tool)
+		}
+		out, err := n.callBuiltin(session, agent, tool, obj)
+		if err != nil {
+			return nil, err
+		}
+		return func(context.Context) ([]byte, error) { return out, nil }, nil
+	}
+	// The object is not decoded here: the Runner's schema check (or the
+	// node the call is routed to) reads it; only its kind is checked.
+	if !isObject(args) {
+		return nil, fmt.Errorf("the arguments of %s must be one JSON object", tool)
 	}
 	if !a.IsLoaded(tool) {
 		if t, known := n.fsm.Tool(tool); !known || !t.Published() {
@@ -515,17 +542,44 @@ func (n *Node) Call(ctx context.Context, session, agent, tool string, args []byt
 	if !ok {
 		return nil, fmt.Errorf("no tool %q in the cluster", tool)
 	}
-	if e.visible {
+	if !e.visible {
+		return func(ctx context.Context) ([]byte, error) {
+			return n.callElsewhere(ctx, session, agent, tool, args)
+		}, nil
+	}
+	c, err := n.checkHere(ctx, session, agent, e, args)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) ([]byte, error) {
 		start := time.Now()
-		out, err := n.runCounted(ctx, session, agent, e, args)
+		n.metrics.Running(1)
+		out, err := n.runChecked(ctx, e, c)
+		n.metrics.Running(-1)
 		n.metrics.Call(tool, n.cfg.Name, time.Since(start), err)
 		return out, err
-	}
-	return n.callElsewhere(ctx, session, agent, tool, args)
+	}, nil
+}
+
+// isObject reports whether b is one JSON object, without decoding it.
+func isObject(b []byte) bool {
+	b = bytes.TrimLeft(b, " \t\r\n")
+	return len(b) > 0 && b[0] == '{' && json.Valid(b)
 }
 
 // runHere runs a tool this host can run.
 func (n *Node) runHere(ctx context.Context, session, agent string, e *entry, args []byte) ([]byte, error) {
+	c, err := n.checkHere(ctx, session, agent, e, args)
+	if err != nil {
+		return nil, err
+	}
+	return n.runChecked(ctx, e, c)
+}
+
+// checkHere makes the checks of a call that runs here: its executable
+// found (fetched when it is not here yet), the session's cwd, and the
+// Runner's (the arguments against the schema, the command, the sandbox).
+func (n *Node) checkHere(ctx context.Context, session, agent string, e *entry, args []byte) (*registry.Checked, error) {
 	exec, err := n.ownExecutable(ctx, e.tool)
 	if err != nil {
 		return nil, err
@@ -536,15 +590,20 @@ func (n *Node) runHere(ctx context.Context, session, agent string, e *entry, arg
 			return nil, fmt.Errorf("session %q: %w", session, err)
 		}
 	}
+	meta := e.resolved
+	return n.runner.Check(registry.Invocation{
+		Tool: e.tool.Name, Meta: &meta, Exec: exec, Args: args,
+		Session: session, Agent: agent, Cwd: cwd,
+	})
+}
+
+// runChecked runs a checked call once a slot of the call queue is free.
+func (n *Node) runChecked(ctx context.Context, e *entry, c *registry.Checked) ([]byte, error) {
 	if err := n.calls.acquire(ctx); err != nil {
 		return nil, fmt.Errorf("tool %q: %w", e.tool.Name, err)
 	}
 	defer n.calls.release()
-	meta := e.resolved
-	return n.runner.Run(ctx, registry.Invocation{
-		Tool: e.tool.Name, Meta: &meta, Exec: exec, Args: args,
-		Session: session, Agent: agent, Cwd: cwd,
-	})
+	return c.Run(ctx)
 }
 
 // ownExecutable finds the executable a tool runs: the file in this node's

@@ -39,7 +39,10 @@
 // admin token at first start (tokens.go). With Config.AuditFile, every
 // 9P fid is served through a Backend that records its state changes and
 // calls with the fid's principal, and the node records its own
-// publications and the calls routed to it (audit.go). Calls run here
+// publications and the calls routed to it (audit.go). A call is checked
+// before it runs (Node.StartCall, p9.CallStarter: agent, tool, arguments
+// against the schema, cwd, executable), so the 9P write answers while the
+// tool runs and the read waits for its end (backend.go). Calls run here
 // pass a first-come, first-served queue of -max-calls slots (callq.go);
 // a session's cwd obeys the rules of DESIGN §7, checked where the
 // session is made and again where each call runs (workdir.go).

@@ -100,7 +100,8 @@ func ask(fsys *client.Fsys, path, req string) (string, error) {
 	for {
 		n, err := fid.ReadAt(buf, int64(len(out)))
 		out = append(out, buf[:n]...)
-		if n == 0 || err == io.EOF {
+		// A call that fails when it runs fails the read, with no data.
+		if err == io.EOF || (err == nil && n == 0) {
 			return string(out), nil
 		}
 		if err != nil {

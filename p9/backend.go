@@ -139,6 +139,19 @@ type Backend interface {
 	Call(ctx context.Context, session, agent, tool string, args []byte) ([]byte, error)
 }
 
+// CallStarter is implemented by a Backend whose calls can be checked
+// before they run. StartCall makes every check that needs no run (the
+// agent, the tool and whether it is loaded, the arguments against its
+// schema, the session's cwd) and returns run, which runs the call once
+// and returns what Call would. An error of StartCall fails the write of
+// the call file; otherwise the write answers at once and the tool runs
+// while the client sends its read, which waits for run and fails with
+// run's error. Without it a write of the call file runs Call and answers
+// when the tool has ended.
+type CallStarter interface {
+	StartCall(ctx context.Context, session, agent, tool string, args []byte) (run func(context.Context) ([]byte, error), err error)
+}
+
 // Executable is a published executable as the tree serves it.
 type Executable struct {
 	Size int64

@@ -40,9 +40,10 @@ type conn struct {
 	// not take request slots, so a full connection can still cancel.
 	flushSlots chan struct{}
 	pending    chan *req     // read, waiting for a slot
+	queued     atomic.Int32  // requests in pending or being dispatched from it
 	dispatched chan struct{} // closed when dispatchLoop ends
 	work       chan *req
-	nworkers   int            // reader only
+	nworkers   int            // whoever dispatches: the reader while queued is 0, else dispatchLoop
 	workers    sync.WaitGroup // worker goroutines
 	reqs       sync.WaitGroup // requests handed to workers and not yet answered
 
@@ -72,6 +73,11 @@ type req struct {
 	flushed  bool
 	finished bool            // the response is queued
 	waiters  []chan struct{} // Tflushes waiting for the response
+
+	// after, set by the handler, is work of the request done on its
+	// worker once the response is sent (a call's run), still holding the
+	// request's slot.
+	after func()
 }
 
 // context returns the request's context, cancelled by a Tflush of its tag,
@@ -179,7 +185,9 @@ func (c *conn) serve() {
 // readLoop reads requests until the connection fails, and reports whether
 // it ended at a clean end of stream. Requests queue for the dispatcher,
 // which waits for a free slot; when the queue is full too, the reader
-// stops reading and TCP pushes back on the client. A Tflush skips the
+// stops reading and TCP pushes back on the client. While nothing is
+// queued and a slot is free, the reader hands a request to a worker
+// itself, so a lone request wakes one goroutine. A Tflush skips the
 // queue and needs no request slot, so a client can cancel a blocked
 // request even when every slot is busy.
 func (c *conn) readLoop() bool {
@@ -246,6 +254,18 @@ func (c *conn) readLoop() bool {
 			go c.flushWorker(r)
 			continue
 		}
+		// With nothing queued before it and a slot free, the reader hands
+		// the request to a worker itself: one goroutine woken instead of
+		// two (the dispatcher, then the worker).
+		if c.queued.Load() == 0 {
+			select {
+			case c.slots <- struct{}{}:
+				c.dispatch(r)
+				continue
+			default:
+			}
+		}
+		c.queued.Add(1)
 		select {
 		case c.pending <- r:
 		case <-c.ctx.Done():
@@ -264,6 +284,7 @@ func (c *conn) dispatchLoop() {
 	for r := range c.pending {
 		c.slots <- struct{}{}
 		c.dispatch(r)
+		c.queued.Add(-1)
 	}
 }
 
@@ -305,6 +326,9 @@ func (c *conn) worker(r *req) {
 		}
 		c.send(b, r)
 		r.finish()
+		if r.after != nil {
+			r.after()
+		}
 		<-c.slots
 		c.reqs.Done()
 		var ok bool

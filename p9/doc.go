@@ -73,7 +73,13 @@
 // new request) until the text is "NAME" or "NAME JSON" with a whole JSON
 // object, then runs it; the tool's output is the answer, byte for byte.
 // A request over 1 MiB is an error. A read while the JSON is incomplete is
-// an error that says so; a read before any request returns nothing.
+// an error that says so; a read before any request returns nothing. With a
+// Backend that implements CallStarter, the write that completes a request
+// answers once StartCall's checks pass (failing on them) and the call
+// runs on that request's worker after its Rwrite, holding the fid's lock:
+// a read waits for the end and fails with the run's error; a clunk or the
+// end of the connection cancels the run, a flush of a waiting read does
+// not. Without it the write runs Backend.Call and answers at the end.
 //
 // A walk to session/S or session/S/agent/A asks the Backend whether the
 // name exists: through Walker when it implements it (a node's follower

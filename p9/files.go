@@ -533,6 +533,12 @@ const callLimit = 1 << 20
 // runs; its output is the answer, byte for byte. Reads and writes are
 // serialized by lock, held while a call runs; a request waiting for it
 // stops when flushed, and close cancels the running call.
+//
+// With a CallStarter the write that completes a request answers as soon
+// as the call's checks have passed, and the tool runs on that request's
+// worker after the answer (req.after), holding lock: a read, or the next
+// request, waits for it to end. The run is cancelled by close (a clunk)
+// and by the end of the connection, not by a flush of a waiting read.
 type call struct {
 	s *Server
 	b Backend
@@ -543,6 +549,7 @@ type call struct {
 	base    uint64        // offset of pending[0]
 	out     []byte
 	has     bool
+	err     error // the failed run's error, for reads until the next request
 
 	ctx    context.Context // cancelled by close: a clunk stops the call
 	cancel context.CancelFunc
@@ -573,7 +580,12 @@ func (c *call) write(r *req, off uint64, data []byte) (int, error) {
 	if err := acquire(c.lock, r); err != nil {
 		return 0, err
 	}
-	defer func() { <-c.lock }()
+	held := true
+	defer func() {
+		if held {
+			<-c.lock
+		}
+	}()
 
 	end := c.base + uint64(len(c.pending))
 	switch {
@@ -597,18 +609,43 @@ func (c *call) write(r *req, off uint64, data []byte) (int, error) {
 	case err == errIncomplete:
 		return len(data), nil
 	case err != nil:
-		c.pending, c.out, c.has = nil, nil, false
+		c.pending, c.out, c.has, c.err = nil, nil, false, nil
 		return 0, err
 	case name == "":
 		c.pending = c.pending[:0] // blank: nothing to run
 		return len(data), nil
 	}
 	c.pending = nil
+	c.out, c.has, c.err = nil, false, nil
+	if st, ok := c.b.(CallStarter); ok {
+		run, err := st.StartCall(r.context(), c.n.sess, c.n.agent, name, args)
+		if err != nil {
+			return 0, agentErr(c.n, err)
+		}
+		// The lock passes to the run, which starts once Rwrite is sent.
+		held = false
+		conn := r.c
+		r.after = func() {
+			ctx, stop := mergeCancel(conn.ctx, c.ctx)
+			var out []byte
+			err := ctx.Err() // the fid clunked or the connection gone: no run
+			if err == nil {
+				out, err = run(ctx)
+			}
+			stop()
+			if err != nil {
+				c.err = agentErr(c.n, err)
+			} else {
+				c.out, c.has = out, true
+			}
+			<-c.lock
+		}
+		return len(data), nil
+	}
 	ctx, stop := mergeCancel(r.context(), c.ctx)
 	defer stop()
 	out, err := c.b.Call(ctx, c.n.sess, c.n.agent, name, args)
 	if err != nil {
-		c.out, c.has = nil, false
 		return 0, agentErr(c.n, err)
 	}
 	c.out, c.has = out, true
@@ -623,6 +660,9 @@ func (c *call) read(r *req, off uint64, count uint32) ([]byte, error) {
 	if len(c.pending) > 0 {
 		name, _, _ := parseCall(c.pending, false)
 		return nil, fmt.Errorf("the call request for %q is incomplete: its JSON arguments (%d bytes so far) do not parse; write the rest", name, len(c.pending))
+	}
+	if c.err != nil {
+		return nil, c.err
 	}
 	if !c.has {
 		return nil, nil // nothing asked yet: nothing to answer

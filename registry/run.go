@@ -179,6 +179,29 @@ func (e *ExitError) Error() string {
 // context's error. No process of the call outlives Run: when the tool
 // exits, what is left of its process group is killed.
 func (r *Runner) Run(ctx context.Context, inv Invocation) ([]byte, error) {
+	c, err := r.Check(inv)
+	if err != nil {
+		return nil, err
+	}
+	return c.Run(ctx)
+}
+
+// Checked is a call whose checks have passed (Runner.Check); Run runs it.
+type Checked struct {
+	r    *Runner
+	inv  Invocation
+	meta *Meta
+	args []byte
+	argv []string
+	cwd  string
+}
+
+// Check makes the checks of Run that need no process: the tool's name,
+// the arguments against Meta.Args, the command, whether the host can
+// sandbox, and Cwd. Its errors are Run's. A caller that answers before
+// the tool runs (a 9P write of the call file) reports them at once and
+// runs the call with Checked.Run.
+func (r *Runner) Check(inv Invocation) (*Checked, error) {
 	if err := ValidName(inv.Tool); err != nil {
 		return nil, err
 	}
@@ -214,6 +237,13 @@ func (r *Runner) Run(ctx context.Context, inv Invocation) ([]byte, error) {
 		}
 	}
 	mark(stCwd)
+	return &Checked{r: r, inv: inv, meta: meta, args: args, argv: argv, cwd: cwd}, nil
+}
+
+// Run runs the checked call once; see Runner.Run.
+func (c *Checked) Run(ctx context.Context) ([]byte, error) {
+	r, inv, meta, args, argv, cwd := c.r, c.inv, c.meta, c.args, c.argv, c.cwd
+	var err error
 
 	var sb *sandboxSpec // nil: not sandboxed
 	var pre *prepared   // the call made ready ahead, if one was
