@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -216,9 +217,70 @@ func Test_InMem_RetriedCreateAppliesOnce(t *testing.T) {
 			if len(after) != before+1 || !slices.Contains(after, got) {
 				t.Fatalf("a retried create answered %q; sessions %v (were %d): want one new, the one answered", got, after, before)
 			}
-			if !hasSessions(f, got) {
-				t.Fatalf("%s does not read back its session %s", f.Name(), got)
+			if err := f.WalkSession(got); err != nil {
+				t.Fatalf("%s does not read back its session %s: %v", f.Name(), got, err)
 			}
 		})
 	}
+}
+
+// A session or agent made through a follower is answered once the leader
+// has committed it (appliedLater), and the writer still finds it through
+// that follower at once: walks wait for every write acknowledged through
+// the node, listings check with the leader. The control: with the
+// leader's replication to the follower cut, the follower answers the
+// create without having applied it, and its walk then says it is
+// catching up, never that the agent does not exist.
+func Test_InMem_CreateThroughFollowerReadsBack(t *testing.T) {
+	t.Parallel()
+	c := newInmemClusterWith(t, 0, func(cfg *Config) { cfg.CommitTimeout = time.Hour }, "n1", "n2", "n3")
+	all := c.up()
+	l := c.waitLeader(all...)
+	f := c.node(others(all, l.Name())[0])
+	waitAdminTokens(t, c)
+
+	for i := range 30 {
+		sess := fmt.Sprintf("s%d", i)
+		if got, err := f.NewSession("name=" + sess); err != nil || got != sess {
+			t.Fatalf("session %s through %s: %q, %v", sess, f.Name(), got, err)
+		}
+		if err := f.WalkSession(sess); err != nil {
+			t.Fatalf("%s: walk to its own session %s: %v", f.Name(), sess, err)
+		}
+		if got, err := f.NewAgent(sess, "name=A"); err != nil || got != "A" {
+			t.Fatalf("agent %s/A through %s: %q, %v", sess, f.Name(), got, err)
+		}
+		if err := f.WalkAgent(sess, "A"); err != nil {
+			t.Fatalf("%s: walk to its own agent %s/A: %v", f.Name(), sess, err)
+		}
+		if got, err := f.Agents(sess); err != nil || !slices.Equal(got, []string{"A"}) {
+			t.Fatalf("%s: agents of %s: %v, %v; want [A]", f.Name(), sess, got, err)
+		}
+		if got, err := f.Sessions(); err != nil || !slices.Contains(got, sess) {
+			t.Fatalf("%s: sessions %v, %v; want %s among them", f.Name(), got, err, sess)
+		}
+		if _, err := f.Loaded(sess, "A"); err != nil {
+			t.Fatalf("%s: the loaded set of its own agent %s/A: %v", f.Name(), sess, err)
+		}
+	}
+
+	// Control: cut Raft between the leader and f only.
+	c.mu.Lock()
+	ml, mf := c.members[l.Name()], c.members[f.Name()]
+	ml.raftTr.Disconnect(mf.raftTr.LocalAddr())
+	mf.raftTr.Disconnect(ml.raftTr.LocalAddr())
+	ml.raftTr.Connect(mf.raftTr.LocalAddr(), c.void)
+	mf.raftTr.Connect(ml.raftTr.LocalAddr(), c.void)
+	c.mu.Unlock()
+	if got, err := f.NewAgent("s0", "name=cut"); err != nil || got != "cut" {
+		t.Fatalf("agent s0/cut through %s with its replication cut: %q, %v", f.Name(), got, err)
+	}
+	if _, err := f.fsm.Agent("s0", "cut"); err == nil {
+		t.Fatalf("control: %s applied s0/cut with its replication cut: the create did not answer at commit", f.Name())
+	}
+	if err := f.WalkAgent("s0", "cut"); !errors.Is(err, errCatchingUp) {
+		t.Fatalf("%s: walk to its own agent it has not applied: %v, want a catching-up error", f.Name(), err)
+	}
+	c.heal()
+	waitFor(t, f.Name()+" to find s0/cut", 20*time.Second, func() bool { return f.WalkAgent("s0", "cut") == nil })
 }
