@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"9fans.net/go/plan9"
 )
 
 // BenchmarkFollowerWrites measures writes through a follower against the
@@ -62,8 +64,10 @@ func BenchmarkFollowerWrites(b *testing.B) {
 								b.Fatal(err)
 							}
 							w.(*agentNewWriter).session = name
+							w.(*agentNewWriter).steps = [4]time.Duration{}
 						}
 						runWrites(b, ws)
+						reportSteps(b, ws, b.N)
 					})
 				}
 			}
@@ -93,17 +97,53 @@ func BenchmarkFollowerWrites(b *testing.B) {
 }
 
 // agentNewWriter makes agents in its session through session/S/agent/new,
-// each on a fid of its own, as 9p rdwr does.
+// each on a fid of its own, as 9p rdwr does: a walk and an open, the
+// write, reads until one returns nothing, a clunk. It adds the time of
+// each step to steps.
 type agentNewWriter struct {
 	conn    *conn9
 	session string
 	seq     int
+	steps   [4]time.Duration // walk+open, write, read, clunk
 }
 
 func (w *agentNewWriter) write() error {
 	w.seq++
-	_, err := w.conn.ask("session/"+w.session+"/agent/new", fmt.Sprintf("name=a%d", w.seq))
+	t0 := time.Now()
+	fid, err := w.conn.fsys.Open("session/"+w.session+"/agent/new", plan9.ORDWR)
+	if err != nil {
+		return err
+	}
+	t1 := time.Now()
+	if _, err := fid.WriteAt([]byte(fmt.Sprintf("name=a%d", w.seq)), 0); err != nil {
+		fid.Close()
+		return err
+	}
+	t2 := time.Now()
+	_, err = readAll(fid)
+	t3 := time.Now()
+	fid.Close()
+	t4 := time.Now()
+	for i, d := range []time.Duration{t1.Sub(t0), t2.Sub(t1), t3.Sub(t2), t4.Sub(t3)} {
+		w.steps[i] += d
+	}
 	return err
+}
+
+// reportSteps reports the mean time of each step of ws' writes since
+// their steps were last zeroed, over n writes.
+func reportSteps(b *testing.B, ws []writer, n int) {
+	var sum [4]time.Duration
+	for _, w := range ws {
+		a := w.(*agentNewWriter)
+		for i := range sum {
+			sum[i] += a.steps[i]
+		}
+		a.steps = [4]time.Duration{}
+	}
+	for i, name := range []string{"open-µs", "write-µs", "read-µs", "clunk-µs"} {
+		b.ReportMetric(float64(sum[i].Microseconds())/float64(n), name)
+	}
 }
 
 func (w *agentNewWriter) close() { w.conn.close() }
