@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -169,9 +170,10 @@ func (c *cutAnswer) Read(p []byte) (int, error) {
 }
 
 // A create forwarded through a follower whose answer is lost after the
-// leader applied it is retried, and makes one session, whose name it
-// answers. The control, with commands proposed without request ids: the
-// create fails as one that may or may not have been applied, and it was.
+// leader applied it is retried, and makes one session (one agent), whose
+// name it answers. The control, with commands proposed without request
+// ids: the create fails as one that may or may not have been applied, and
+// it was.
 func Test_InMem_RetriedCreateAppliesOnce(t *testing.T) {
 	t.Parallel()
 	for _, ids := range []bool{true, false} {
@@ -185,40 +187,62 @@ func Test_InMem_RetriedCreateAppliesOnce(t *testing.T) {
 			l := c.waitLeader(all...)
 			f := c.node(others(all, l.Name())[0])
 			waitAdminTokens(t, c)
-			before := len(l.fsm.SessionNames())
-			var armed atomic.Bool
+			newSession(t, l, "s")
+			sessions := func() []string { return l.fsm.SessionNames() }
+			agents := func() []string { names, _ := l.fsm.AgentNames("s"); return names }
+			var (
+				armed  atomic.Bool
+				mu     sync.Mutex
+				list   func() []string // what the armed create adds to, on the leader
+				before int
+			)
 			c.mu.Lock()
 			c.wrap = func(from, to string, conn net.Conn) net.Conn {
 				if from != f.Name() {
 					return conn
 				}
 				return &cutAnswer{Conn: conn, armed: &armed, t: t, applied: func() bool {
-					return len(l.fsm.SessionNames()) > before
+					mu.Lock()
+					defer mu.Unlock()
+					return len(list()) > before
 				}}
 			}
 			c.mu.Unlock()
 			f.fwd.closeAll() // the next write dials, through the wrapper
-			armed.Store(true)
 
-			got, err := f.NewSession("")
-			if armed.Load() {
-				t.Fatal("the answer was never cut: the test did not test")
-			}
-			after := l.fsm.SessionNames()
-			if !ids {
-				if !errors.Is(err, errAmbiguous) || len(after) != before+1 {
-					t.Fatalf("control: %q, %v, sessions %v; want an ambiguous failure and one new session", got, err, after)
+			for _, tc := range []struct {
+				what   string
+				list   func() []string
+				create func() (string, error)
+				walk   func(string) error
+			}{
+				{"session", sessions, func() (string, error) { return f.NewSession("") }, f.WalkSession},
+				{"agent", agents, func() (string, error) { return f.NewAgent("s", "") }, func(a string) error { return f.WalkAgent("s", a) }},
+			} {
+				mu.Lock()
+				list, before = tc.list, len(tc.list())
+				mu.Unlock()
+				armed.Store(true)
+				got, err := tc.create()
+				if armed.Load() {
+					t.Fatalf("%s: the answer was never cut: the test did not test", tc.what)
 				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("a create whose answer was lost: %v", err)
-			}
-			if len(after) != before+1 || !slices.Contains(after, got) {
-				t.Fatalf("a retried create answered %q; sessions %v (were %d): want one new, the one answered", got, after, before)
-			}
-			if err := f.WalkSession(got); err != nil {
-				t.Fatalf("%s does not read back its session %s: %v", f.Name(), got, err)
+				after := tc.list()
+				if !ids {
+					if !errors.Is(err, errAmbiguous) || len(after) != before+1 {
+						t.Fatalf("control: %s: %q, %v, now %v; want an ambiguous failure and one new", tc.what, got, err, after)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatalf("a %s create whose answer was lost: %v", tc.what, err)
+				}
+				if len(after) != before+1 || !slices.Contains(after, got) {
+					t.Fatalf("a retried %s create answered %q; now %v (were %d): want one new, the one answered", tc.what, got, after, before)
+				}
+				if err := tc.walk(got); err != nil {
+					t.Fatalf("%s does not read back its %s %s: %v", f.Name(), tc.what, got, err)
+				}
 			}
 		})
 	}
