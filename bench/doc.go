@@ -11,6 +11,14 @@
 //     gateway, spread over its members the same way; and one client
 //     alone on a follower. Every write is one acknowledged, fsync'd Raft
 //     commit on both sides.
+//   - BenchmarkFollowerWrites: writes through a follower against the
+//     same through the leader and through an etcd follower, 1 and 16
+//     clients, each leg in turn (follower_bench_test.go); agent/new
+//     reports the mean time of each of its 9P steps.
+//     BenchmarkFollowerWritesInterleaved: the same for one client with
+//     the legs interleaved write by write, so that they see the same
+//     load, and with TOOLNODE_BENCH_BASELINE a cluster of another binary
+//     beside them.
 //   - BenchmarkFailover: SIGKILL the leader of a three-node cluster and
 //     time the first write a survivor accepts.
 //   - BenchmarkJoinToVoter: start a third node with -join beside a

@@ -259,7 +259,12 @@ func (n *Node) Where(tool string) (string, error) {
 }
 
 // Sessions lists the sessions.
-func (n *Node) Sessions() []string { return n.fsm.SessionNames() }
+func (n *Node) Sessions() ([]string, error) {
+	if err := n.caughtUp(); err != nil {
+		return nil, err
+	}
+	return n.fsm.SessionNames(), nil
+}
 
 // parseSpec splits "k=v k=v" into a map, allowing only the given keys.
 func parseSpec(spec, usage string, keys ...string) (map[string]string, error) {
@@ -316,23 +321,30 @@ func (n *Node) Agents(session string) ([]string, error) {
 	if err := n.caughtUp(); err != nil {
 		return nil, err
 	}
-	s, ok := n.fsm.Session(session)
+	names, ok := n.fsm.AgentNames(session)
 	if !ok {
 		return nil, fmt.Errorf("session %q does not exist: %w", session, p9.ErrNotFound)
 	}
-	return s.AgentNames(), nil
+	return names, nil
 }
 
 // The node's walks find names at once (p9.Walker).
 var _ p9.Walker = (*Node)(nil)
 
-// WalkSession finds a session for a walk: at once when this node has it,
-// else once the node is current with the leader (a session just created
-// through another node is found, never "not found"). What the walk
-// reaches checks again when it is read.
+// WalkSession finds a session for a walk: at once when this node has it;
+// else once this node has applied every write acknowledged through it (a
+// session just made through this node, answered at commit, see
+// appliedLater); else once the node is current with the leader (a session
+// just created through another node is found, never "not found"). What
+// the walk reaches checks again when it is read.
 func (n *Node) WalkSession(session string) error {
-	if _, ok := n.fsm.Session(session); ok {
+	if n.fsm.HasSession(session) {
 		return nil
+	}
+	if n.ownWritesApplied() {
+		if n.fsm.HasSession(session) {
+			return nil
+		}
 	}
 	_, err := n.Agents(session)
 	return err
@@ -342,6 +354,11 @@ func (n *Node) WalkSession(session string) error {
 func (n *Node) WalkAgent(session, agent string) error {
 	if _, err := n.fsm.Agent(session, agent); err == nil {
 		return nil
+	}
+	if n.ownWritesApplied() {
+		if _, err := n.fsm.Agent(session, agent); err == nil {
+			return nil
+		}
 	}
 	_, err := n.agent(session, agent)
 	return err
@@ -585,8 +602,8 @@ func (n *Node) checkHere(ctx context.Context, session, agent string, e *entry, a
 		return nil, err
 	}
 	cwd := ""
-	if s, ok := n.fsm.Session(session); ok && s.Cwd != "" {
-		if cwd, err = n.checkCwd(s.Cwd); err != nil {
+	if dir, _ := n.fsm.SessionCwd(session); dir != "" {
+		if cwd, err = n.checkCwd(dir); err != nil {
 			return nil, fmt.Errorf("session %q: %w", session, err)
 		}
 	}

@@ -9,8 +9,12 @@
 // proposed as a request with an id that the FSM applies once, when its
 // answer was lost, retry.go), every read is served from this node's FSM
 // and its own view of which tools this host can run (catalog.go). A
-// follower's read of agent state first checks the leader's index
-// (readindex.go); the leader tells the follower that forwarded a write,
+// follower's read of agent state and its session listings first check
+// the leader's index (readindex.go); loads, unloads and creates of
+// sessions and agents through a follower are answered once the leader
+// has committed them, and the follower's walks to a name it lacks wait
+// until it has applied every write acknowledged through it (appliedLater,
+// WalkSession); the leader tells the follower that forwarded a write,
 // or asked for its index, that the entry is committed with a commit
 // notice, an AppendEntries of its own without entries (notice.go), so the
 // follower applies it without waiting for the leader's next entry. It publishes the tools and agent profiles of its

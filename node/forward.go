@@ -19,7 +19,9 @@ import (
 
 // Writes reach the leader: a follower forwards each command over the
 // cluster port (protocol byte 'F') and, once the leader has committed
-// it, waits until its own FSM has applied the same index, so the writer
+// it, either waits until its own FSM has applied the same index, or, for
+// the writes whose readers check (appliedLater: load, unload, creations),
+// answers at once and makes those readers wait; either way the writer
 // reads its own write back from the node it wrote through.
 //
 // The wire format is a sequence of messages, each a 4-byte big-endian
@@ -199,10 +201,11 @@ func (n *Node) serveForward(c net.Conn) {
 			resp.Err, resp.Kind = err.Error(), errKind(err)
 		} else {
 			resp.Index, resp.Name = index, r.Name
-			// The forwarding node waits to apply it before it answers.
-			// (For load and unload its next read of agent state waits,
-			// and that read's ReadIndex brings the notice.)
-			if !appliedLater(raftfsm.TypeOf(req.Cmd)) {
+			// The forwarding node applies it at once (it waits for it,
+			// or its next walk may). For load and unload its next read
+			// of agent state waits, and that read's ReadIndex brings
+			// the notice.
+			if noticeAtCommit(raftfsm.TypeOf(req.Cmd)) {
 				n.tellCommitted(raft.ServerID(req.From), raft.ServerAddress(req.Addr), index)
 			}
 		}

@@ -610,8 +610,8 @@ func newSession(t *testing.T, n *Node, name string) {
 	if got != name {
 		t.Fatalf("session %s through %s made %q", name, n.Name(), got)
 	}
-	if !hasSessions(n, name) {
-		t.Fatalf("%s does not read back its own write %s", n.Name(), name)
+	if err := n.WalkSession(name); err != nil {
+		t.Fatalf("%s does not read back its own write %s: %v", n.Name(), name, err)
 	}
 }
 

@@ -3,10 +3,12 @@ package node
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -168,9 +170,10 @@ func (c *cutAnswer) Read(p []byte) (int, error) {
 }
 
 // A create forwarded through a follower whose answer is lost after the
-// leader applied it is retried, and makes one session, whose name it
-// answers. The control, with commands proposed without request ids: the
-// create fails as one that may or may not have been applied, and it was.
+// leader applied it is retried, and makes one session (one agent), whose
+// name it answers. The control, with commands proposed without request
+// ids: the create fails as one that may or may not have been applied, and
+// it was.
 func Test_InMem_RetriedCreateAppliesOnce(t *testing.T) {
 	t.Parallel()
 	for _, ids := range []bool{true, false} {
@@ -184,41 +187,124 @@ func Test_InMem_RetriedCreateAppliesOnce(t *testing.T) {
 			l := c.waitLeader(all...)
 			f := c.node(others(all, l.Name())[0])
 			waitAdminTokens(t, c)
-			before := len(l.fsm.SessionNames())
-			var armed atomic.Bool
+			newSession(t, l, "s")
+			sessions := func() []string { return l.fsm.SessionNames() }
+			agents := func() []string { names, _ := l.fsm.AgentNames("s"); return names }
+			var (
+				armed  atomic.Bool
+				mu     sync.Mutex
+				list   func() []string // what the armed create adds to, on the leader
+				before int
+			)
 			c.mu.Lock()
 			c.wrap = func(from, to string, conn net.Conn) net.Conn {
 				if from != f.Name() {
 					return conn
 				}
 				return &cutAnswer{Conn: conn, armed: &armed, t: t, applied: func() bool {
-					return len(l.fsm.SessionNames()) > before
+					mu.Lock()
+					defer mu.Unlock()
+					return len(list()) > before
 				}}
 			}
 			c.mu.Unlock()
 			f.fwd.closeAll() // the next write dials, through the wrapper
-			armed.Store(true)
 
-			got, err := f.NewSession("")
-			if armed.Load() {
-				t.Fatal("the answer was never cut: the test did not test")
-			}
-			after := l.fsm.SessionNames()
-			if !ids {
-				if !errors.Is(err, errAmbiguous) || len(after) != before+1 {
-					t.Fatalf("control: %q, %v, sessions %v; want an ambiguous failure and one new session", got, err, after)
+			for _, tc := range []struct {
+				what   string
+				list   func() []string
+				create func() (string, error)
+				walk   func(string) error
+			}{
+				{"session", sessions, func() (string, error) { return f.NewSession("") }, f.WalkSession},
+				{"agent", agents, func() (string, error) { return f.NewAgent("s", "") }, func(a string) error { return f.WalkAgent("s", a) }},
+			} {
+				mu.Lock()
+				list, before = tc.list, len(tc.list())
+				mu.Unlock()
+				armed.Store(true)
+				got, err := tc.create()
+				if armed.Load() {
+					t.Fatalf("%s: the answer was never cut: the test did not test", tc.what)
 				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("a create whose answer was lost: %v", err)
-			}
-			if len(after) != before+1 || !slices.Contains(after, got) {
-				t.Fatalf("a retried create answered %q; sessions %v (were %d): want one new, the one answered", got, after, before)
-			}
-			if !hasSessions(f, got) {
-				t.Fatalf("%s does not read back its session %s", f.Name(), got)
+				after := tc.list()
+				if !ids {
+					if !errors.Is(err, errAmbiguous) || len(after) != before+1 {
+						t.Fatalf("control: %s: %q, %v, now %v; want an ambiguous failure and one new", tc.what, got, err, after)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatalf("a %s create whose answer was lost: %v", tc.what, err)
+				}
+				if len(after) != before+1 || !slices.Contains(after, got) {
+					t.Fatalf("a retried %s create answered %q; now %v (were %d): want one new, the one answered", tc.what, got, after, before)
+				}
+				if err := tc.walk(got); err != nil {
+					t.Fatalf("%s does not read back its %s %s: %v", f.Name(), tc.what, got, err)
+				}
 			}
 		})
 	}
+}
+
+// A session or agent made through a follower is answered once the leader
+// has committed it (appliedLater), and the writer still finds it through
+// that follower at once: walks wait for every write acknowledged through
+// the node, listings check with the leader. The control: with the
+// leader's replication to the follower cut, the follower answers the
+// create without having applied it, and its walk then says it is
+// catching up, never that the agent does not exist.
+func Test_InMem_CreateThroughFollowerReadsBack(t *testing.T) {
+	t.Parallel()
+	c := newInmemClusterWith(t, 0, func(cfg *Config) { cfg.CommitTimeout = time.Hour }, "n1", "n2", "n3")
+	all := c.up()
+	l := c.waitLeader(all...)
+	f := c.node(others(all, l.Name())[0])
+	waitAdminTokens(t, c)
+
+	for i := range 30 {
+		sess := fmt.Sprintf("s%d", i)
+		if got, err := f.NewSession("name=" + sess); err != nil || got != sess {
+			t.Fatalf("session %s through %s: %q, %v", sess, f.Name(), got, err)
+		}
+		if err := f.WalkSession(sess); err != nil {
+			t.Fatalf("%s: walk to its own session %s: %v", f.Name(), sess, err)
+		}
+		if got, err := f.NewAgent(sess, "name=A"); err != nil || got != "A" {
+			t.Fatalf("agent %s/A through %s: %q, %v", sess, f.Name(), got, err)
+		}
+		if err := f.WalkAgent(sess, "A"); err != nil {
+			t.Fatalf("%s: walk to its own agent %s/A: %v", f.Name(), sess, err)
+		}
+		if got, err := f.Agents(sess); err != nil || !slices.Equal(got, []string{"A"}) {
+			t.Fatalf("%s: agents of %s: %v, %v; want [A]", f.Name(), sess, got, err)
+		}
+		if got, err := f.Sessions(); err != nil || !slices.Contains(got, sess) {
+			t.Fatalf("%s: sessions %v, %v; want %s among them", f.Name(), got, err, sess)
+		}
+		if _, err := f.Loaded(sess, "A"); err != nil {
+			t.Fatalf("%s: the loaded set of its own agent %s/A: %v", f.Name(), sess, err)
+		}
+	}
+
+	// Control: cut Raft between the leader and f only.
+	c.mu.Lock()
+	ml, mf := c.members[l.Name()], c.members[f.Name()]
+	ml.raftTr.Disconnect(mf.raftTr.LocalAddr())
+	mf.raftTr.Disconnect(ml.raftTr.LocalAddr())
+	ml.raftTr.Connect(mf.raftTr.LocalAddr(), c.void)
+	mf.raftTr.Connect(ml.raftTr.LocalAddr(), c.void)
+	c.mu.Unlock()
+	if got, err := f.NewAgent("s0", "name=cut"); err != nil || got != "cut" {
+		t.Fatalf("agent s0/cut through %s with its replication cut: %q, %v", f.Name(), got, err)
+	}
+	if _, err := f.fsm.Agent("s0", "cut"); err == nil {
+		t.Fatalf("control: %s applied s0/cut with its replication cut: the create did not answer at commit", f.Name())
+	}
+	if err := f.WalkAgent("s0", "cut"); !errors.Is(err, errCatchingUp) {
+		t.Fatalf("%s: walk to its own agent it has not applied: %v, want a catching-up error", f.Name(), err)
+	}
+	c.heal()
+	waitFor(t, f.Name()+" to find s0/cut", 20*time.Second, func() bool { return f.WalkAgent("s0", "cut") == nil })
 }

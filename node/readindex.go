@@ -65,13 +65,44 @@ func (r *readIndex) ack(index uint64) {
 	}
 }
 
-// appliedLater: a forwarded command whose effect only agent reads show
-// (load, unload) is acknowledged as soon as the leader committed it, and
-// this node's agent reads wait until it has applied it (caughtUp), so the
-// writer still reads its write back here without waiting for the commit
-// to reach this node when it writes again.
+// appliedLater: a forwarded command whose effect only reads that check
+// show is acknowledged as soon as the leader committed it, and this node
+// applies it afterwards, so the writer does not wait for the commit to
+// reach this node before it writes again. Load and unload change agent
+// state, which every read checks (caughtUp). A created session or agent
+// is read by walks, which find a name this node has at once and wait for
+// every write acknowledged through this node before they look again
+// (WalkSession, WalkAgent), and by listings, which check (Sessions,
+// Agents); so the writer always finds what it made here. Kills still
+// wait: a walk finds a name this node still has without checking.
 func appliedLater(t raftfsm.CommandType) bool {
-	return t == raftfsm.CmdLoad || t == raftfsm.CmdUnload
+	switch t {
+	case raftfsm.CmdLoad, raftfsm.CmdUnload, raftfsm.CmdCreateSession, raftfsm.CmdCreateAgent:
+		return true
+	}
+	return false
+}
+
+// noticeAtCommit: the leader tells the forwarding node that such a write
+// is committed at once (notice.go), though that node does not wait for
+// it, since what the writer does next is walk into what it made. Load
+// and unload have none: the next agent read's ReadIndex brings one.
+func noticeAtCommit(t raftfsm.CommandType) bool {
+	return t != raftfsm.CmdLoad && t != raftfsm.CmdUnload
+}
+
+// ownWritesApplied waits, without asking the leader, until this node has
+// applied every write acknowledged through it, for at most noticeGrace
+// (the commit notice is on its way), and reports whether it has.
+func (n *Node) ownWritesApplied() bool {
+	index := n.ri.acked.Load()
+	if n.fsm.LastIndex() >= index {
+		return true
+	}
+	done := make(chan struct{})
+	t := time.AfterFunc(noticeGrace, func() { close(done) })
+	defer t.Stop()
+	return n.fsm.WaitApplied(index, done)
 }
 
 // errCatchingUp wraps the answer of a node that cannot yet show every

@@ -78,8 +78,8 @@ func TestNewSession_CwdRules(t *testing.T) {
 			t.Errorf("cwd=%s: err = %v, want %q", tc.cwd, err, tc.want)
 		}
 	}
-	if len(n.Sessions()) != 0 {
-		t.Fatalf("refused sessions were made: %v", n.Sessions())
+	if got := n.fsm.SessionNames(); len(got) != 0 {
+		t.Fatalf("refused sessions were made: %v", got)
 	}
 	if _, err := n.NewSession("name=ok cwd=" + work); err != nil {
 		t.Fatal(err)

@@ -109,8 +109,9 @@ type Backend interface {
 	// Where lists the nodes that can run a tool, one a line.
 	Where(tool string) (string, error)
 
-	// Sessions lists session names, sorted.
-	Sessions() []string
+	// Sessions lists session names, sorted; an error when the node cannot
+	// answer now (e.g. catching up).
+	Sessions() ([]string, error)
 	// NewSession creates a session from the text written to session/new
 	// ("name=S [agent=PROFILE] [cwd=DIR]") and returns its name.
 	NewSession(spec string) (string, error)

@@ -265,7 +265,7 @@ func (f *fakeBackend) Where(tool string) (string, error) {
 	return "", fmt.Errorf("no tool %q in the cluster: %w", tool, ErrNotFound)
 }
 
-func (f *fakeBackend) Sessions() []string {
+func (f *fakeBackend) Sessions() ([]string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var names []string
@@ -273,7 +273,7 @@ func (f *fakeBackend) Sessions() []string {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	return names
+	return names, nil
 }
 
 func specName(spec string) (name string, kv map[string]string) {

@@ -55,7 +55,10 @@ func (s *Server) openHandle(b Backend, n *node) (handle, error) {
 	case kMembers:
 		return newSnapshot(func() ([]byte, error) { return withNewline([]byte(b.Members())), nil })
 	case kSessIdx:
-		return newSnapshot(func() ([]byte, error) { return lines(b.Sessions()), nil })
+		return newSnapshot(func() ([]byte, error) {
+			l, err := b.Sessions()
+			return lines(l), err
+		})
 	case kLoaded:
 		return newSnapshot(func() ([]byte, error) {
 			l, err := b.Loaded(n.sess, n.agent)

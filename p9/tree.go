@@ -365,8 +365,12 @@ func (s *Server) children(n *node) ([]*node, error) {
 			out = append(out, c)
 		}
 	case kSessionDir:
+		sessions, err := b.Sessions()
+		if err != nil {
+			return nil, err
+		}
 		out = append(out, sessIdxNode, sessNewNode)
-		for _, s := range b.Sessions() {
+		for _, s := range sessions {
 			if s == "new" || s == "idx" {
 				continue // shadowed by the fixed files
 			}

@@ -297,7 +297,7 @@ func applyCreateAgent(st *state, index uint64, body []byte, ev *[]Event) any {
 	if err != nil {
 		return err
 	}
-	st.Sessions[c.Session] = s.withAgent(a)
+	s.Agents[a.Name] = a
 	st.LastAgent = last
 	agentEvents(index, c.Session, a, ev)
 	return Result{Name: name}
@@ -312,7 +312,7 @@ func applyKillAgent(st *state, index uint64, body []byte, ev *[]Event) any {
 	if err != nil {
 		return err
 	}
-	st.Sessions[c.Session] = s.withoutAgent(c.Name)
+	delete(s.Agents, c.Name)
 	*ev = append(*ev, Event{index, "agent-", c.Session + "/" + c.Name})
 	return Result{Name: c.Name}
 }
@@ -355,7 +355,7 @@ func applyLoad(st *state, index uint64, body []byte, ev *[]Event) any {
 		*ev = append(*ev, Event{index, "load", id + "/" + name})
 	}
 	if n.Rev != a.Rev {
-		st.Sessions[c.Session] = s.withAgent(&n)
+		s.Agents[n.Name] = &n
 	}
 	return Result{}
 }
@@ -389,6 +389,6 @@ func applyUnload(st *state, index uint64, body []byte, ev *[]Event) any {
 		}
 		n.Loaded = append(n.Loaded, name)
 	}
-	st.Sessions[c.Session] = s.withAgent(&n)
+	s.Agents[n.Name] = &n
 	return Result{}
 }

@@ -18,8 +18,10 @@
 //     order that reaches the state). Values such as creation times are
 //     stamped into the command by the node that proposes it.
 //   - Snapshot only captures (records are immutable once stored, so a
-//     shallow copy of the maps is a consistent point-in-time view);
-//     Persist does the encoding and I/O.
+//     shallow copy of the maps is a consistent point-in-time view, but
+//     for each session's map of agents, changed in place so that making
+//     an agent costs the same in a session of ten thousand; Snapshot
+//     copies those); Persist does the encoding and I/O.
 //   - Restore discards all previous state.
 //
 // A command is one type byte followed by a JSON body (commands.go). The

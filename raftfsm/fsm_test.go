@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -412,9 +413,16 @@ func TestFSM_SnapshotIsolation(t *testing.T) {
 	h.ok(CmdPublishTools, tools("a"))
 	h.ok(CmdCreateSession, CreateSession{Name: "s"})
 	h.ok(CmdCreateAgent, CreateAgent{Session: "s", Name: "x"})
+	h.ok(CmdCreateAgent, CreateAgent{Session: "s", Name: "gone"})
 	snap, _ := h.fsm.Snapshot()
+	given, _ := h.fsm.Session("s")
 	h.ok(CmdLoad, Load{Session: "s", Agent: "x", Names: []string{"a"}})
 	h.ok(CmdPublishTools, tools("b"))
+	h.ok(CmdCreateAgent, CreateAgent{Session: "s", Name: "later"})
+	h.ok(CmdKillAgent, KillAgent{Session: "s", Name: "gone"})
+	if got := given.AgentNames(); !slices.Equal(got, []string{"gone", "x"}) {
+		t.Fatalf("a session given out before saw later writes: agents %v", got)
+	}
 	var sink bufSink
 	if err := snap.Persist(&sink); err != nil {
 		t.Fatal(err)
@@ -426,6 +434,38 @@ func TestFSM_SnapshotIsolation(t *testing.T) {
 	a, _ := f.Agent("s", "x")
 	if len(a.Loaded) != 0 || len(f.Tools()) != 1 {
 		t.Fatalf("snapshot saw later writes: agent %+v, %d tools", a, len(f.Tools()))
+	}
+	if got, _ := f.AgentNames("s"); !slices.Equal(got, []string{"gone", "x"}) {
+		t.Fatalf("snapshot saw later writes: agents %v", got)
+	}
+}
+
+// BenchmarkFSM_CreateAgent makes and kills one agent in a session that
+// has n others: the cost must not grow with n (agents are changed in
+// place, not by copying the session's map).
+func BenchmarkFSM_CreateAgent(b *testing.B) {
+	for _, n := range []int{0, 1000, 10000} {
+		b.Run(fmt.Sprintf("agents=%d", n), func(b *testing.B) {
+			h := newHarness(b, nil)
+			h.ok(CmdCreateSession, CreateSession{Name: "s"})
+			for i := range n {
+				h.ok(CmdCreateAgent, CreateAgent{Session: "s", Name: fmt.Sprintf("a%d", i)})
+			}
+			create := MustEncode(CmdCreateAgent, CreateAgent{Session: "s", Name: "fresh"})
+			kill := MustEncode(CmdKillAgent, KillAgent{Session: "s", Name: "fresh"})
+			index := uint64(n + 10)
+			b.ResetTimer()
+			for range b.N {
+				for _, d := range [][]byte{create, kill} {
+					index++
+					if r := h.fsm.Apply(&raft.Log{Index: index, Type: raft.LogCommand, Data: d}); r != nil {
+						if err, ok := r.(error); ok {
+							b.Fatal(err)
+						}
+					}
+				}
+			}
+		})
 	}
 }
 

@@ -64,12 +64,46 @@ func (f *FSM) Profiles() []*Profile {
 	return out
 }
 
-// Session returns a session.
+// Session returns a copy of a session, agents included: O(agents); see
+// HasSession, SessionCwd and AgentNames for less.
 func (f *FSM) Session(name string) (*Session, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	s, ok := f.st.Sessions[name]
-	return s, ok
+	if !ok {
+		return nil, false
+	}
+	return s.copy(), true
+}
+
+// HasSession reports whether a session exists.
+func (f *FSM) HasSession(name string) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	_, ok := f.st.Sessions[name]
+	return ok
+}
+
+// SessionCwd is a session's working directory ("" for none).
+func (f *FSM) SessionCwd(name string) (string, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	s, ok := f.st.Sessions[name]
+	if !ok {
+		return "", false
+	}
+	return s.Cwd, true
+}
+
+// AgentNames lists a session's agents, sorted, and whether it exists.
+func (f *FSM) AgentNames(session string) ([]string, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	s, ok := f.st.Sessions[session]
+	if !ok {
+		return nil, false
+	}
+	return s.AgentNames(), true
 }
 
 // SessionNames lists sessions, sorted.

@@ -3,6 +3,7 @@ package raftfsm
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 )
 
@@ -86,8 +87,12 @@ func (a *Agent) IsLoaded(tool string) bool {
 	return false
 }
 
-// Session holds agents; immutable like Tool (a change to an agent stores a
-// new Session with a new Agents map).
+// Session holds agents. Its other fields are fixed once stored, but its
+// Agents map is changed in place as agents are made, changed and killed
+// (a copy per change made creating N agents cost O(N²)), so it is read
+// only under the FSM's lock: a Session given out (FSM.Session) or kept
+// in a snapshot (state.clone) is a copy with a map of its own. Agents are
+// immutable like Tool.
 type Session struct {
 	Name    string            `json:"name"`
 	Cwd     string            `json:"cwd,omitempty"`
@@ -100,24 +105,11 @@ func (s *Session) AgentNames() []string {
 	return sortedKeys(s.Agents)
 }
 
-func (s *Session) withAgent(a *Agent) *Session {
-	n := *s
-	n.Agents = make(map[string]*Agent, len(s.Agents)+1)
-	for k, v := range s.Agents {
-		n.Agents[k] = v
-	}
-	n.Agents[a.Name] = a
-	return &n
-}
-
-func (s *Session) withoutAgent(name string) *Session {
+// copy is a Session with an Agents map of its own.
+func (s *Session) copy() *Session {
 	n := *s
 	n.Agents = make(map[string]*Agent, len(s.Agents))
-	for k, v := range s.Agents {
-		if k != name {
-			n.Agents[k] = v
-		}
-	}
+	maps.Copy(n.Agents, s.Agents)
 	return &n
 }
 
@@ -160,7 +152,8 @@ func newState() *state {
 	}
 }
 
-// clone is a shallow copy: safe because records are immutable.
+// clone is a shallow copy, safe because records are immutable, but for
+// each session's Agents map, which is copied (see Session).
 func (s *state) clone() *state {
 	c := &state{
 		Tools:       make(map[string]*Tool, len(s.Tools)),
@@ -183,7 +176,7 @@ func (s *state) clone() *state {
 		c.Profiles[k] = v
 	}
 	for k, v := range s.Sessions {
-		c.Sessions[k] = v
+		c.Sessions[k] = v.copy()
 	}
 	return c
 }

@@ -255,6 +255,23 @@ func (c *conn9) ask(path, req string, d time.Duration) (string, error) {
 	return ask(c.fsys, path, req)
 }
 
+// list reads the names in directory path.
+func (c *conn9) list(path string, d time.Duration) ([]string, error) {
+	c.nc.SetDeadline(time.Now().Add(d))
+	defer c.nc.SetDeadline(time.Time{})
+	fid, err := c.fsys.Open(path, plan9.OREAD)
+	if err != nil {
+		return nil, err
+	}
+	defer fid.Close()
+	dirs, err := fid.Dirreadall()
+	var names []string
+	for _, e := range dirs {
+		names = append(names, e.Name)
+	}
+	return names, err
+}
+
 // read9 reads one file on a connection of its own.
 func read9(addr, path string) (string, error) {
 	c, err := dial9(addr, 5*time.Second)

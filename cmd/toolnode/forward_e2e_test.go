@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -34,6 +35,7 @@ func Test_E2E_Forward_LeaderLoss(t *testing.T) {
 	f := others(nodes, leader)[0]
 	mustAsk9(t, f, "session/new", "name=s")
 	mustAsk9(t, f, "session/s/agent/new", "name=A")
+	createsReadBack(t, f)
 	const ctl = "session/s/agent/A/ctl"
 	pollUntil(t, 20*time.Second, "fw_tool to be loadable through "+f.name, func() (bool, string) {
 		_, err := ask9(f.e.p9, ctl, "tool_load fw_tool", 10*time.Second)
@@ -143,4 +145,42 @@ func Test_E2E_Forward_LeaderLoss(t *testing.T) {
 		}
 	}
 	t.Logf("the restarted %s: %d reads current, %d catching up, %d stale", leader.name, caught, busy, stale)
+}
+
+// createsReadBack makes sessions and agents through n, answered once the
+// leader has committed them, and reads each back through n at once, on
+// the connection that made it and on a new one: a walk into the agent,
+// the session/ and agent/ listings, session/idx. None may miss it.
+func createsReadBack(t *testing.T, n *cnode) {
+	t.Helper()
+	c, err := dial9(n.e.p9, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	const d = 10 * time.Second
+	for i := range 25 {
+		sess := fmt.Sprintf("ryw%d", i)
+		if got, err := c.ask("session/new", "name="+sess, d); err != nil || got != sess+"\n" {
+			t.Fatalf("session/new through %s: %q, %v", n.name, got, err)
+		}
+		if got, err := c.ask("session/"+sess+"/agent/new", "name=A", d); err != nil || got != "A\n" {
+			t.Fatalf("session/%s/agent/new through %s: %q, %v", sess, n.name, got, err)
+		}
+		if got, err := c.read("session/"+sess+"/agent/A/tools", d); err != nil || got != "" {
+			t.Fatalf("%s: reading back agent %s/A at once: %q, %v", n.name, sess, got, err)
+		}
+		if got, err := read9(n.e.p9, "session/"+sess+"/agent/A/tools"); err != nil || got != "" {
+			t.Fatalf("%s: reading back agent %s/A on a new connection: %q, %v", n.name, sess, got, err)
+		}
+		if got, err := c.read("session/idx", d); err != nil || !slices.Contains(strings.Fields(got), sess) {
+			t.Fatalf("%s: session/idx after making %s: %q, %v", n.name, sess, got, err)
+		}
+		for dir, want := range map[string]string{"session": sess, "session/" + sess + "/agent": "A"} {
+			names, err := c.list(dir, d)
+			if err != nil || !slices.Contains(names, want) {
+				t.Fatalf("%s: listing %s after making %s: %v, %v", n.name, dir, want, names, err)
+			}
+		}
+	}
 }
