@@ -366,3 +366,101 @@ func Test_E2E_MCP_HTTP(t *testing.T) {
 		return len(lines(idx)) == 1, idx
 	})
 }
+
+// stdioBridge is `toolnode mcp` run with a token, its exit watched.
+type stdioBridge struct {
+	s       *mcp.ClientSession
+	stderr  *syncBuffer
+	done    chan struct{} // closed when the process has exited
+	waitErr error
+}
+
+func startStdioBridge(t *testing.T, n *cnode, token string) *stdioBridge {
+	t.Helper()
+	br := &stdioBridge{stderr: &syncBuffer{}, done: make(chan struct{})}
+	cmd := exec.Command(binPath, "mcp", "-a", n.e.p9)
+	cmd.Env = append(n.e.childEnv(), "TOOLNODE_TOKEN="+token)
+	cmd.Stderr = br.stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		br.waitErr = cmd.Wait()
+		close(br.done)
+	}()
+	t.Cleanup(func() {
+		stdin.Close()
+		select {
+		case <-br.done:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			<-br.done
+		}
+	})
+	c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	br.s, err = c.Connect(ctx, &mcp.IOTransport{Reader: stdout, Writer: stdin}, nil)
+	if err != nil {
+		t.Fatalf("connecting to toolnode mcp: %v\n%s", err, br.stderr)
+	}
+	return br
+}
+
+func (br *stdioBridge) exited() bool {
+	select {
+	case <-br.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Test_E2E_MCP_StdioRevoked: `toolnode mcp` whose token is revoked ends
+// with the reason on stderr and a non-zero status, instead of serving an
+// MCP session on which every call fails. The control: a bridge with
+// another token, started alike, calls on after the revocation and keeps
+// running.
+func Test_E2E_MCP_StdioRevoked(t *testing.T) {
+	a := newCnode(t, "mcpr")
+	if err := os.WriteFile(filepath.Join(a.e.tools, "echo_t.meta"), []byte(`{"description":"echo","cmd":"cat"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a.start(t)
+	revoked := startStdioBridge(t, a, strings.TrimSpace(tokenCLI(t, a, "new", "-role", "call", "mcprev")))
+	kept := startStdioBridge(t, a, strings.TrimSpace(tokenCLI(t, a, "new", "-role", "call", "mcpkeep")))
+	for name, br := range map[string]*stdioBridge{"mcprev": revoked, "mcpkeep": kept} {
+		if res := callTool(t, br.s, "tool_load", map[string]any{"name": "echo_t"}); res.IsError {
+			t.Fatalf("%s: tool_load: %s", name, resultText(res))
+		}
+		if res := callTool(t, br.s, "echo_t", map[string]any{"n": 1}); res.IsError || strings.TrimSpace(resultText(res)) != `{"n":1}` {
+			t.Fatalf("%s: echo_t before the revocation: error %v, %q", name, res.IsError, resultText(res))
+		}
+	}
+	tokenCLI(t, a, "revoke", "mcprev")
+	pollUntil(t, 10*time.Second, "toolnode mcp with the revoked token to exit", func() (bool, string) {
+		return revoked.exited(), revoked.stderr.String()
+	})
+	if revoked.waitErr == nil {
+		t.Errorf("toolnode mcp with a revoked token exited 0; stderr:\n%s", revoked.stderr)
+	}
+	if msg := revoked.stderr.String(); !strings.Contains(msg, "ended the 9P connection") || !strings.Contains(msg, "revoked") {
+		t.Errorf("toolnode mcp with a revoked token said:\n%s\nwant the connection's end and the attach's refusal (revoked)", msg)
+	}
+	t.Logf("revoked: %v; stderr: %s", revoked.waitErr, revoked.stderr)
+	// The control.
+	if res := callTool(t, kept.s, "echo_t", map[string]any{"n": 2}); res.IsError || strings.TrimSpace(resultText(res)) != `{"n":2}` {
+		t.Errorf("the other token's bridge after the revocation: error %v, %q", res.IsError, resultText(res))
+	}
+	if kept.exited() {
+		t.Errorf("the other token's bridge exited: %v\n%s", kept.waitErr, kept.stderr)
+	}
+}
