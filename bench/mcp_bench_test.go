@@ -264,7 +264,7 @@ type stdioVariant struct {
 // a setting of the bridge's process, or another build of it, can be
 // compared with the default in the same run: "NAME:K=V K=V;NAME:K=V",
 // where bin=PATH runs the toolnode binary at PATH instead. E.g.
-// "procs2:GOMAXPROCS=2;before:bin=/tmp/toolnode-before" gives legs
+// "procs2:GOMAXPROCS=2;before:bin=/abs/path/toolnode" gives legs
 // mcp-stdio-procs2 and mcp-stdio-before.
 func stdioVariants(b *testing.B) []stdioVariant {
 	out := []stdioVariant{{name: "mcp-stdio"}}
