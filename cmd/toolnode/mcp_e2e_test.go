@@ -119,6 +119,7 @@ func Test_E2E_MCP_Stdio(t *testing.T) {
 	write(a.e.tools, "echo_t", `{"description":"echo the arguments","prompt":"## echo_t\n\nPrints its arguments.","args":{"type":"object","properties":{"x":{"type":"integer"}}},"cmd":"cat"}`)
 	write(a.e.tools, "fail_t", `{"description":"always fails","cmd":"echo oops >&2; exit 3"}`)
 	write(a.e.tools, "json_t", `{"description":"prints JSON","outputFormat":"json","cmd":"echo '{\"a\":1}'"}`)
+	write(a.e.tools, "seq_t", `{"description":"prints 1 to 5000","cmd":"seq 5000"}`)
 	// only_b runs where E2E_ONLY_B is set: on b alone.
 	write(b.e.tools, "only_b", `{"description":"runs on b","variants":[{"match":{"env":"E2E_ONLY_B"},"cmd":"echo ran on $TOOLNODE_NODE"}]}`)
 	write(b.e.tools, "b_gone", `{"description":"withdrawn later","cmd":"true"}`)
@@ -184,6 +185,13 @@ func Test_E2E_MCP_Stdio(t *testing.T) {
 	res = callTool(t, s, "json_t", nil)
 	if m, ok := res.StructuredContent.(map[string]any); res.IsError || !ok || m["a"] != float64(1) {
 		t.Errorf("json_t: error %v, structured %#v, text %q", res.IsError, res.StructuredContent, resultText(res))
+	}
+	// An answer of several reads: the bridge ends an answer at a short
+	// read, and one of 23,893 bytes takes reads that are not short.
+	callTool(t, s, "tool_load", map[string]any{"name": "seq_t"})
+	res = callTool(t, s, "seq_t", nil)
+	if out := resultText(res); res.IsError || len(out) != 23893 || !strings.HasPrefix(out, "1\n2\n") || !strings.HasSuffix(out, "\n4999\n5000\n") {
+		t.Errorf("seq_t: error %v, %d bytes, want 23893 (1 to 5000)", res.IsError, len(out))
 	}
 	// A routed call: only b can run only_b.
 	callTool(t, s, "tool_load", map[string]any{"name": "only_b"})
