@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -30,6 +31,33 @@ import (
 type leg struct {
 	name string
 	do   func() error
+	// pid, when not 0, is a process that serves only this leg (the
+	// `toolnode mcp` of a stdio leg): its CPU time and the times its
+	// threads were put on a CPU are counted around each run of the leg.
+	pid int
+}
+
+// schedstat sums /proc/PID/task/*/schedstat: the time the process's
+// threads have run and how many times they were put on a CPU (each a
+// wake-up or a preemption).
+func schedstat(pid int) (run time.Duration, slices int64, err error) {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", pid, t.Name()))
+		if err != nil {
+			continue // the thread ended
+		}
+		var ns, wait, n int64
+		if _, err := fmt.Sscan(string(b), &ns, &wait, &n); err != nil {
+			return 0, 0, fmt.Errorf("schedstat of %d/%s: %v", pid, t.Name(), err)
+		}
+		run += time.Duration(ns)
+		slices += n
+	}
+	return run, slices, nil
 }
 
 // interleaved runs the legs round-robin and reports, for each, its
@@ -38,6 +66,8 @@ type leg struct {
 func interleaved(b *testing.B, legs ...leg) {
 	b.Helper()
 	took := make([][]time.Duration, len(legs))
+	cpu := make([]time.Duration, len(legs))
+	slices := make([]int64, len(legs))
 	for _, l := range legs { // warm every path once
 		if err := l.do(); err != nil {
 			b.Fatalf("%s: %v", l.name, err)
@@ -47,17 +77,35 @@ func interleaved(b *testing.B, legs ...leg) {
 	for b.Loop() {
 		for k := range legs {
 			j := (i + k) % len(legs)
+			var run0 time.Duration
+			var n0 int64
+			if legs[j].pid != 0 {
+				run0, n0, _ = schedstat(legs[j].pid)
+			}
 			t0 := time.Now()
 			if err := legs[j].do(); err != nil {
 				b.Fatalf("%s: %v", legs[j].name, err)
 			}
 			took[j] = append(took[j], time.Since(t0))
+			if legs[j].pid != 0 {
+				run1, n1, err := schedstat(legs[j].pid)
+				if err != nil {
+					b.Fatalf("%s: %v", legs[j].name, err)
+				}
+				cpu[j] += run1 - run0
+				slices[j] += n1 - n0
+			}
 		}
 		i++
 	}
 	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
 	for j, l := range legs {
 		b.ReportMetric(ms(median(took[j])), l.name+"-ms")
+		if l.pid != 0 && len(took[j]) > 0 {
+			calls := float64(len(took[j]))
+			b.ReportMetric(float64(cpu[j])/1e3/calls, l.name+"-proc-cpu-us")
+			b.ReportMetric(float64(slices[j])/calls, l.name+"-proc-wakeups")
+		}
 		if j == 0 {
 			continue
 		}
@@ -86,7 +134,7 @@ func mcpSession(b *testing.B, t mcp.Transport) *mcp.ClientSession {
 // mcpLeg is a tools/call of name through s whose text must contain want.
 func mcpLeg(legName string, s *mcp.ClientSession, name, want string) leg {
 	params := &mcp.CallToolParams{Name: name, Arguments: map[string]any{}}
-	return leg{legName, func() error {
+	return leg{name: legName, do: func() error {
 		res, err := s.CallTool(context.Background(), params)
 		if err != nil {
 			return err
@@ -105,10 +153,16 @@ func mcpLeg(legName string, s *mcp.ClientSession, name, want string) leg {
 	}}
 }
 
+// withPid is l with its own process pid counted.
+func withPid(l leg, pid int) leg {
+	l.pid = pid
+	return l
+}
+
 // askLeg is the request as plan9port's "9p rdwr" makes it: walk and open
 // the file, write, read to EOF, clunk.
 func askLeg(c *conn9, path, req, want string) leg {
-	return leg{"9p", func() error {
+	return leg{name: "9p", do: func() error {
 		out, err := c.ask(path, req)
 		if err != nil || !strings.Contains(out, want) {
 			return fmt.Errorf("%q, %v", out, err)
@@ -125,7 +179,7 @@ func keptLeg(b *testing.B, c *conn9, path, req, want string) leg {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { fid.Close() })
-	return leg{"9p-kept-fid", func() error {
+	return leg{name: "9p-kept-fid", do: func() error {
 		if _, err := fid.WriteAt([]byte(req), 0); err != nil {
 			return err
 		}
@@ -151,27 +205,89 @@ func keptLeg(b *testing.B, c *conn9, path, req, want string) leg {
 func BenchmarkMCPCall(b *testing.B) {
 	mcpAddr := freePorts(b, 1)[0]
 	l := startLoneWith(b, "-mcp", mcpAddr)
-	stdio := mcpSession(b, &mcp.CommandTransport{Command: exec.Command(toolnodeBin(b), "mcp", "-a", l.addr)})
+	type stdioBridge struct {
+		name string
+		s    *mcp.ClientSession
+		pid  int
+	}
+	var bridges []stdioBridge
+	for _, v := range stdioVariants(b) {
+		bin := v.bin
+		if bin == "" {
+			bin = toolnodeBin(b)
+		}
+		cmd := exec.Command(bin, "mcp", "-a", l.addr)
+		if len(v.env) > 0 {
+			cmd.Env = append(os.Environ(), v.env...)
+		}
+		s := mcpSession(b, &mcp.CommandTransport{Command: cmd})
+		bridges = append(bridges, stdioBridge{v.name, s, cmd.Process.Pid})
+	}
 	http := mcpSession(b, &mcp.StreamableClientTransport{Endpoint: "http://" + mcpAddr + "/", HTTPClient: &http.Client{}, MaxRetries: -1})
-	for _, s := range []*mcp.ClientSession{stdio, http} {
+	sessions := []*mcp.ClientSession{http}
+	for _, br := range bridges {
+		sessions = append(sessions, br.s)
+	}
+	for _, s := range sessions {
 		if res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "tool_load", Arguments: map[string]any{"name": "nop"}}); err != nil || res.IsError {
 			b.Fatalf("tool_load: %v %+v", err, res)
 		}
 	}
+	legs := func(b *testing.B, file, req, tool, want string) []leg {
+		out := []leg{
+			askLeg(l.conn, l.agent+"/"+file, req, want),
+			keptLeg(b, l.conn, l.agent+"/"+file, req, want),
+		}
+		for _, br := range bridges {
+			out = append(out, withPid(mcpLeg(br.name, br.s, tool, want), br.pid))
+		}
+		return append(out, mcpLeg("mcp-http", http, tool, want))
+	}
 	b.Run("call", func(b *testing.B) {
-		interleaved(b,
-			askLeg(l.conn, l.agent+"/call", "nop {}", "ok"),
-			keptLeg(b, l.conn, l.agent+"/call", "nop {}", "ok"),
-			mcpLeg("mcp-stdio", stdio, "nop", "ok"),
-			mcpLeg("mcp-http", http, "nop", "ok"))
+		interleaved(b, legs(b, "call", "nop {}", "nop", "ok")...)
 	})
 	b.Run("builtin", func(b *testing.B) {
-		interleaved(b,
-			askLeg(l.conn, l.agent+"/ctl", "tools_all", "nop"),
-			keptLeg(b, l.conn, l.agent+"/ctl", "tools_all", "nop"),
-			mcpLeg("mcp-stdio", stdio, "tools_all", "nop"),
-			mcpLeg("mcp-http", http, "tools_all", "nop"))
+		interleaved(b, legs(b, "ctl", "tools_all", "tools_all", "nop")...)
 	})
+}
+
+// stdioVariant is a `toolnode mcp` leg run with more environment, or
+// from another binary.
+type stdioVariant struct {
+	name string
+	env  []string
+	bin  string // "" is the tree's own
+}
+
+// stdioVariants are the stdio legs: mcp-stdio, as a desktop client runs
+// it, and one more for each variant $TOOLNODE_BENCH_MCP_STDIO names, so
+// a setting of the bridge's process, or another build of it, can be
+// compared with the default in the same run: "NAME:K=V K=V;NAME:K=V",
+// where bin=PATH runs the toolnode binary at PATH instead. E.g.
+// "procs2:GOMAXPROCS=2;before:bin=/abs/path/toolnode" gives legs
+// mcp-stdio-procs2 and mcp-stdio-before.
+func stdioVariants(b *testing.B) []stdioVariant {
+	out := []stdioVariant{{name: "mcp-stdio"}}
+	spec := os.Getenv("TOOLNODE_BENCH_MCP_STDIO")
+	for _, v := range strings.Split(spec, ";") {
+		if v = strings.TrimSpace(v); v == "" {
+			continue
+		}
+		name, env, ok := strings.Cut(v, ":")
+		if !ok || name == "" {
+			b.Fatalf("$TOOLNODE_BENCH_MCP_STDIO: %q is not NAME:K=V ...", v)
+		}
+		sv := stdioVariant{name: "mcp-stdio-" + name}
+		for _, kv := range strings.Fields(env) {
+			if p, ok := strings.CutPrefix(kv, "bin="); ok {
+				sv.bin = p
+				continue
+			}
+			sv.env = append(sv.env, kv)
+		}
+		out = append(out, sv)
+	}
+	return out
 }
 
 // BenchmarkMCPFloor is what the SDK costs with no toolnode in it: a
@@ -188,7 +304,8 @@ func BenchmarkMCPFloor(b *testing.B) {
 	}
 	b.Cleanup(func() { fid.Close() })
 	echo := helperBin(b, "mcpecho")
-	stdio := mcpSession(b, &mcp.CommandTransport{Command: exec.Command(echo)})
+	echoCmd := exec.Command(echo)
+	stdio := mcpSession(b, &mcp.CommandTransport{Command: echoCmd})
 	addr := freePorts(b, 1)[0]
 	p := startProc(b, childEnv(), echo, "-http", addr)
 	b.Cleanup(p.kill)
@@ -198,8 +315,8 @@ func BenchmarkMCPFloor(b *testing.B) {
 	http := mcpSession(b, &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/", HTTPClient: &http.Client{}, MaxRetries: -1})
 	buf := make([]byte, 64)
 	interleaved(b,
-		leg{"9p-read", func() error { return readOnce(fid, buf, "7\n") }},
-		mcpLeg("mcp-stdio", stdio, "echo", "ok"),
+		leg{name: "9p-read", do: func() error { return readOnce(fid, buf, "7\n") }},
+		withPid(mcpLeg("mcp-stdio", stdio, "echo", "ok"), echoCmd.Process.Pid),
 		mcpLeg("mcp-http", http, "echo", "ok"))
 }
 

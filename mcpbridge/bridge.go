@@ -42,6 +42,13 @@ type Options struct {
 	// Ended, when set, is called once the first MCP session the server
 	// served has ended (closed by the client, or expired).
 	Ended func()
+	// Msize, when set, is the msize the node negotiated on the bridge's
+	// connection (Conn.Msize). Answers are then read without the read of
+	// 0 bytes after them: the node keeps an answer whole and a read of
+	// it returns all that is left up to the count asked, so a read
+	// shorter than its count is the end. Without it an answer is read to
+	// a read of 0 bytes, one more round trip.
+	Msize uint32
 }
 
 // Bridge is one MCP session's agent. Its methods are safe for concurrent
@@ -104,7 +111,7 @@ func New(fsys *client.Fsys, opt Options) (*Bridge, error) {
 		rand.Read(r[:])
 		opt.Session = "mcp-" + hex.EncodeToString(r[:])
 	}
-	b := &Bridge{tree: &tree{fsys: fsys}, opt: opt, listed: map[string]string{}}
+	b := &Bridge{tree: &tree{fsys: fsys, msize: opt.Msize}, opt: opt, listed: map[string]string{}}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 
 	s, err := ask(b.tree, "session/new", "name="+opt.Session)
@@ -501,11 +508,24 @@ func lines(s string) []string {
 	return out
 }
 
+// readBuf is the size of the bridge's reads.
+const readBuf = 8192
+
 func readAll(fid *client.Fid) (string, error) {
+	return readTo(fid, 0)
+}
+
+// readTo reads fid from offset 0 until a read returns 0 bytes or, when
+// count is not 0, fewer than count. Each read is one Tread (the client's
+// ReadAt would go on reading until its buffer is full).
+func readTo(fid *client.Fid, count int) (string, error) {
 	var out []byte
-	buf := make([]byte, 8192)
+	buf := make([]byte, readBuf)
+	if _, err := fid.Seek(0, io.SeekStart); err != nil {
+		return "", err
+	}
 	for {
-		n, err := fid.ReadAt(buf, int64(len(out)))
+		n, err := fid.Read(buf)
 		out = append(out, buf[:n]...)
 		if errors.Is(err, io.EOF) || (err == nil && n == 0) {
 			return string(out), nil
@@ -513,7 +533,24 @@ func readAll(fid *client.Fid) (string, error) {
 		if err != nil {
 			return string(out), err
 		}
+		if n < count {
+			return string(out), nil
+		}
 	}
+}
+
+// readAnswer reads the answer of a file that answers writes (call, ctl,
+// cluster/where, ...). The node keeps the answer whole on the fid and a
+// read returns all of it that is left, up to the count asked (DESIGN §3;
+// p9's answer and call files), so with the msize known a read shorter
+// than the count the client sent (the buffer, cut to msize less the
+// header) is the end: one round trip after the write instead of two.
+func (t *tree) readAnswer(fid *client.Fid) (string, error) {
+	count := 0
+	if t.msize > plan9.IOHDRSZ {
+		count = min(readBuf, int(t.msize)-plan9.IOHDRSZ)
+	}
+	return readTo(fid, count)
 }
 
 func read(t *tree, path string) (string, error) {
@@ -536,7 +573,7 @@ func ask(t *tree, path, req string) (string, error) {
 	if _, err := fid.WriteAt([]byte(req), 0); err != nil {
 		return "", err
 	}
-	return readAll(fid)
+	return t.readAnswer(fid)
 }
 
 // tell writes a command whose answer is not needed.
@@ -560,8 +597,9 @@ func tell(t *tree, path, cmd string) error {
 // round of BenchmarkMCPCall in three). tree keeps walks and clunks apart:
 // one at a time on the connection. Reads and writes are not held up.
 type tree struct {
-	fsys *client.Fsys
-	mu   sync.Mutex
+	fsys  *client.Fsys
+	msize uint32 // negotiated, 0 if unknown: see readAnswer
+	mu    sync.Mutex
 }
 
 func (t *tree) open(path string, mode uint8) (*client.Fid, error) {
@@ -611,7 +649,7 @@ func (p *fidPool) ask(req string) (string, error) {
 		p.tree.clunk(fid)
 		return "", err
 	}
-	out, err := readAll(fid)
+	out, err := p.tree.readAnswer(fid)
 	if err != nil {
 		p.tree.clunk(fid)
 		return "", err

@@ -22,6 +22,11 @@
 //     (a fidPool, up to four idle each): the tree keeps an answer per fid
 //     and a write at offset 0 starts a new request, so a call is a write
 //     and the reads of its answer, not also a walk, an open and a clunk.
+//     Each read is one Tread; given the connection's msize
+//     (Options.Msize, which Conn learns from the Rversion) a read shorter
+//     than the count sent ends the answer, since the node keeps an answer
+//     whole and returns all that is left up to the count: one Tread for
+//     an answer that fits, not a second that returns 0 bytes.
 //     A fid whose request failed is clunked, not kept. Opens and clunks
 //     take one lock per connection (tree): the 9fans client reuses a fid
 //     number as soon as it sends the Tclunk, and the node may serve a
@@ -40,6 +45,11 @@
 //     tool's documentation the resource toolnode://tool/NAME.
 //
 // Close kills the toolnode session the bridge made.
+//
+// Conn wraps the byte stream under the bridge's 9P client: it reads the
+// msize of the Rversion and reports the stream's end (Done, Err), so the
+// owner of the connection can end the MCP session when the node ends it
+// (a revoked token) instead of serving calls that all fail.
 //
 // # What it must not touch
 //

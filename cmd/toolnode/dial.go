@@ -128,6 +128,12 @@ func tlsError(addr string, err error) error {
 
 // mount connects to the node at addr and attaches with the token.
 func (c *creds) mount(addr string) (*client.Fsys, error) {
+	return c.mountWith(addr, nil)
+}
+
+// mountWith is mount with the connection's byte stream passed through
+// wrap (when not nil) before the 9P client's version exchange.
+func (c *creds) mountWith(addr string, wrap func(net.Conn) io.ReadWriteCloser) (*client.Fsys, error) {
 	tcfg, err := c.tlsConfig(addr)
 	if err != nil {
 		return nil, err
@@ -141,7 +147,11 @@ func (c *creds) mount(addr string) (*client.Fsys, error) {
 	// The version exchange and the attach have no context of their own:
 	// a deadline on the connection bounds them.
 	nc.SetDeadline(time.Now().Add(dialTimeout))
-	conn, err := client.NewConn(nc)
+	var rwc io.ReadWriteCloser = nc
+	if wrap != nil {
+		rwc = wrap(nc)
+	}
+	conn, err := client.NewConn(rwc)
 	if err != nil {
 		nc.Close()
 		if tcfg == nil {

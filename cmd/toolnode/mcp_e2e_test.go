@@ -119,6 +119,7 @@ func Test_E2E_MCP_Stdio(t *testing.T) {
 	write(a.e.tools, "echo_t", `{"description":"echo the arguments","prompt":"## echo_t\n\nPrints its arguments.","args":{"type":"object","properties":{"x":{"type":"integer"}}},"cmd":"cat"}`)
 	write(a.e.tools, "fail_t", `{"description":"always fails","cmd":"echo oops >&2; exit 3"}`)
 	write(a.e.tools, "json_t", `{"description":"prints JSON","outputFormat":"json","cmd":"echo '{\"a\":1}'"}`)
+	write(a.e.tools, "seq_t", `{"description":"prints 1 to 5000","cmd":"seq 5000"}`)
 	// only_b runs where E2E_ONLY_B is set: on b alone.
 	write(b.e.tools, "only_b", `{"description":"runs on b","variants":[{"match":{"env":"E2E_ONLY_B"},"cmd":"echo ran on $TOOLNODE_NODE"}]}`)
 	write(b.e.tools, "b_gone", `{"description":"withdrawn later","cmd":"true"}`)
@@ -184,6 +185,13 @@ func Test_E2E_MCP_Stdio(t *testing.T) {
 	res = callTool(t, s, "json_t", nil)
 	if m, ok := res.StructuredContent.(map[string]any); res.IsError || !ok || m["a"] != float64(1) {
 		t.Errorf("json_t: error %v, structured %#v, text %q", res.IsError, res.StructuredContent, resultText(res))
+	}
+	// An answer of several reads: the bridge ends an answer at a short
+	// read, and one of 23,893 bytes takes reads that are not short.
+	callTool(t, s, "tool_load", map[string]any{"name": "seq_t"})
+	res = callTool(t, s, "seq_t", nil)
+	if out := resultText(res); res.IsError || len(out) != 23893 || !strings.HasPrefix(out, "1\n2\n") || !strings.HasSuffix(out, "\n4999\n5000\n") {
+		t.Errorf("seq_t: error %v, %d bytes, want 23893 (1 to 5000)", res.IsError, len(out))
 	}
 	// A routed call: only b can run only_b.
 	callTool(t, s, "tool_load", map[string]any{"name": "only_b"})
@@ -365,4 +373,102 @@ func Test_E2E_MCP_HTTP(t *testing.T) {
 		idx := mustRead9(t, a, "session/idx")
 		return len(lines(idx)) == 1, idx
 	})
+}
+
+// stdioBridge is `toolnode mcp` run with a token, its exit watched.
+type stdioBridge struct {
+	s       *mcp.ClientSession
+	stderr  *syncBuffer
+	done    chan struct{} // closed when the process has exited
+	waitErr error
+}
+
+func startStdioBridge(t *testing.T, n *cnode, token string) *stdioBridge {
+	t.Helper()
+	br := &stdioBridge{stderr: &syncBuffer{}, done: make(chan struct{})}
+	cmd := exec.Command(binPath, "mcp", "-a", n.e.p9)
+	cmd.Env = append(n.e.childEnv(), "TOOLNODE_TOKEN="+token)
+	cmd.Stderr = br.stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		br.waitErr = cmd.Wait()
+		close(br.done)
+	}()
+	t.Cleanup(func() {
+		stdin.Close()
+		select {
+		case <-br.done:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			<-br.done
+		}
+	})
+	c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	br.s, err = c.Connect(ctx, &mcp.IOTransport{Reader: stdout, Writer: stdin}, nil)
+	if err != nil {
+		t.Fatalf("connecting to toolnode mcp: %v\n%s", err, br.stderr)
+	}
+	return br
+}
+
+func (br *stdioBridge) exited() bool {
+	select {
+	case <-br.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Test_E2E_MCP_StdioRevoked: `toolnode mcp` whose token is revoked ends
+// with the reason on stderr and a non-zero status, instead of serving an
+// MCP session on which every call fails. The control: a bridge with
+// another token, started alike, calls on after the revocation and keeps
+// running.
+func Test_E2E_MCP_StdioRevoked(t *testing.T) {
+	a := newCnode(t, "mcpr")
+	if err := os.WriteFile(filepath.Join(a.e.tools, "echo_t.meta"), []byte(`{"description":"echo","cmd":"cat"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a.start(t)
+	revoked := startStdioBridge(t, a, strings.TrimSpace(tokenCLI(t, a, "new", "-role", "call", "mcprev")))
+	kept := startStdioBridge(t, a, strings.TrimSpace(tokenCLI(t, a, "new", "-role", "call", "mcpkeep")))
+	for name, br := range map[string]*stdioBridge{"mcprev": revoked, "mcpkeep": kept} {
+		if res := callTool(t, br.s, "tool_load", map[string]any{"name": "echo_t"}); res.IsError {
+			t.Fatalf("%s: tool_load: %s", name, resultText(res))
+		}
+		if res := callTool(t, br.s, "echo_t", map[string]any{"n": 1}); res.IsError || strings.TrimSpace(resultText(res)) != `{"n":1}` {
+			t.Fatalf("%s: echo_t before the revocation: error %v, %q", name, res.IsError, resultText(res))
+		}
+	}
+	tokenCLI(t, a, "revoke", "mcprev")
+	pollUntil(t, 10*time.Second, "toolnode mcp with the revoked token to exit", func() (bool, string) {
+		return revoked.exited(), revoked.stderr.String()
+	})
+	if revoked.waitErr == nil {
+		t.Errorf("toolnode mcp with a revoked token exited 0; stderr:\n%s", revoked.stderr)
+	}
+	if msg := revoked.stderr.String(); !strings.Contains(msg, "ended the 9P connection") || !strings.Contains(msg, "revoked") {
+		t.Errorf("toolnode mcp with a revoked token said:\n%s\nwant the connection's end and the attach's refusal (revoked)", msg)
+	}
+	t.Logf("revoked: %v; stderr: %s", revoked.waitErr, revoked.stderr)
+	// The control.
+	if res := callTool(t, kept.s, "echo_t", map[string]any{"n": 2}); res.IsError || strings.TrimSpace(resultText(res)) != `{"n":2}` {
+		t.Errorf("the other token's bridge after the revocation: error %v, %q", res.IsError, resultText(res))
+	}
+	if kept.exited() {
+		t.Errorf("the other token's bridge exited: %v\n%s", kept.waitErr, kept.stderr)
+	}
 }
