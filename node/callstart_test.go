@@ -16,7 +16,8 @@ import (
 // A write of the call file answers once the call's checks pass and the
 // tool runs while the client sends its read (p9.CallStarter): what is
 // known at the write still fails the write, a read waits for the tool's
-// end, and a clunk before the end kills the tool, sandbox on.
+// end, a clunk waits for it (so a write then a clunk runs the tool whole),
+// and the end of the connection kills the tool, sandbox on.
 func Test_Node_CallWriteAnswersBeforeTheRun(t *testing.T) {
 	root := t.TempDir()
 	data, tools, agents, work := filepath.Join(root, "data"), filepath.Join(root, "tools"), filepath.Join(root, "agents"), filepath.Join(root, "work")
@@ -108,7 +109,8 @@ func Test_Node_CallWriteAnswersBeforeTheRun(t *testing.T) {
 	waitFor(t, "the ended tool reaped", 5*time.Second, func() bool { return pidGone(pid) })
 	fid.Close()
 
-	// A clunk before the end kills the tool.
+	// A write then a clunk (`echo wait > call` through a mount) runs the
+	// tool to its end: the clunk waits for it.
 	os.Remove(filepath.Join(work, "go"))
 	os.Remove(filepath.Join(work, "pid"))
 	fid = open()
@@ -116,11 +118,52 @@ func Test_Node_CallWriteAnswersBeforeTheRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid = waitToolPid(t, work)
-	if pidGone(pid) {
-		t.Fatalf("tool %d not running before the clunk", pid)
+	clunked := make(chan error, 1)
+	go func() { clunked <- fid.Close() }()
+	select {
+	case err := <-clunked:
+		t.Fatalf("the clunk returned (%v) while the tool ran", err)
+	case <-time.After(100 * time.Millisecond):
 	}
-	fid.Close()
-	waitFor(t, "the clunked call's tool killed", 10*time.Second, func() bool { return pidGone(pid) })
+	if pidGone(pid) {
+		t.Fatalf("tool %d gone before it was let go", pid)
+	}
+	if err := os.WriteFile(filepath.Join(work, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-clunked:
+		if err != nil {
+			t.Fatalf("the clunk of a call that succeeded: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the clunk did not return after the tool ended")
+	}
+
+	// A connection that ends before the tool does kills it.
+	os.Remove(filepath.Join(work, "go"))
+	os.Remove(filepath.Join(work, "pid"))
+	conn, err := client.Dial("tcp", n.P9Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs2, err := conn.Attach(nil, "tester", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fid2, err := fs2.Open(path, plan9.ORDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fid2.WriteAt([]byte("wait"), 0); err != nil {
+		t.Fatal(err)
+	}
+	pid = waitToolPid(t, work)
+	if pidGone(pid) {
+		t.Fatalf("tool %d not running before the connection ended", pid)
+	}
+	conn.Close()
+	waitFor(t, "the tool of an ended connection killed", 10*time.Second, func() bool { return pidGone(pid) })
 }
 
 // callFid adds readAll to a fid.

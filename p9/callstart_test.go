@@ -172,9 +172,11 @@ func TestCallReadWaitsForRun(t *testing.T) {
 	}
 }
 
-// A clunk before the end cancels the run, which leaves nothing behind;
-// so does the end of the connection.
-func TestCallClunkCancelsRun(t *testing.T) {
+// A clunk waits for the run the write started, so a write then a clunk
+// (`echo NAME ARGS > call` through a mount) runs the tool whole, and a
+// failure no read has answered is the clunk's error. The end of the
+// connection cancels a run.
+func TestCallClunkWaitsForRun(t *testing.T) {
 	s := newStarter()
 	_, addr := startServer(t, s, Options{})
 	fs := mount(t, addr)
@@ -182,16 +184,46 @@ func TestCallClunkCancelsRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fid.WriteAt([]byte("block"), 0); err != nil {
+	if _, err := fid.WriteAt([]byte("gate"), 0); err != nil {
 		t.Fatal(err)
 	}
 	waitCall(t, "the run to start", func() bool { started, _, _ := s.counts(); return started == 1 })
-	if err := fid.Close(); err != nil {
+	clunked := make(chan error, 1)
+	go func() { clunked <- fid.Close() }()
+	select {
+	case err := <-clunked:
+		t.Fatalf("the clunk returned (%v) before the run ended", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(s.release)
+	if err := <-clunked; err != nil {
+		t.Fatalf("clunk after a run that succeeded: %v", err)
+	}
+	if _, ended, c := s.counts(); ended != 1 || c != nil {
+		t.Fatalf("the run: ended %d, context %v; want it run to its end", ended, c)
+	}
+
+	// A failure nobody read is the clunk's; one a read answered is not.
+	fid, err = fs.Open(starterCallPath, plan9.ORDWR)
+	if err != nil {
 		t.Fatal(err)
 	}
-	waitCall(t, "the clunked run to end", func() bool { _, ended, _ := s.counts(); return ended == 1 })
-	if _, _, c := s.counts(); !errors.Is(c, context.Canceled) {
-		t.Fatalf("the run ended with context %v, want cancelled", c)
+	if _, err := fid.WriteAt([]byte("fail"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := fid.Close(); err == nil {
+		t.Fatal("the clunk of a failed run that nobody read succeeded")
+	}
+	fid, err = fs.Open(starterCallPath, plan9.ORDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fid.WriteAt([]byte("fail"), 0)
+	if _, err := fid.ReadAt(make([]byte, 100), 0); err == nil {
+		t.Fatal("the read of a failed run succeeded")
+	}
+	if err := fid.Close(); err != nil {
+		t.Fatalf("the clunk after the failure was read: %v", err)
 	}
 
 	c, err := client.Dial("tcp", addr)
@@ -209,7 +241,10 @@ func TestCallClunkCancelsRun(t *testing.T) {
 	if _, err := fid.WriteAt([]byte("block"), 0); err != nil {
 		t.Fatal(err)
 	}
-	waitCall(t, "the second run to start", func() bool { started, _, _ := s.counts(); return started == 2 })
+	waitCall(t, "the blocked run to start", func() bool { started, _, _ := s.counts(); return started == 4 })
 	c.Close()
-	waitCall(t, "the run of a closed connection to end", func() bool { _, ended, _ := s.counts(); return ended == 2 })
+	waitCall(t, "the run of a closed connection to end", func() bool { _, ended, _ := s.counts(); return ended == 4 })
+	if _, _, c := s.counts(); !errors.Is(c, context.Canceled) {
+		t.Fatalf("the run ended with context %v, want cancelled", c)
+	}
 }

@@ -295,11 +295,12 @@ func window(data []byte, off uint64, count uint32) []byte {
 }
 
 var (
-	_ handle = (*snapshot)(nil)
-	_ handle = (*dirHandle)(nil)
-	_ handle = (*answer)(nil)
-	_ handle = (*call)(nil)
-	_ handle = (*events)(nil)
+	_ handle    = (*snapshot)(nil)
+	_ handle    = (*dirHandle)(nil)
+	_ handle    = (*answer)(nil)
+	_ handle    = (*call)(nil)
+	_ committer = (*call)(nil)
+	_ handle    = (*events)(nil)
 )
 
 // snapshot is a read-only generated file. Its text is made at open and
@@ -540,8 +541,11 @@ const callLimit = 1 << 20
 // With a CallStarter the write that completes a request answers as soon
 // as the call's checks have passed, and the tool runs on that request's
 // worker after the answer (req.after), holding lock: a read, or the next
-// request, waits for it to end. The run is cancelled by close (a clunk)
-// and by the end of the connection, not by a flush of a waiting read.
+// request, waits for it to end. A clunk waits for it too (commit), so a
+// write then a clunk — `echo NAME ARGS > call` through a mount — runs the
+// tool whole, and a failure nobody read is the clunk's error. The run is
+// cancelled by the end of the connection, not by a flush of a waiting
+// read.
 type call struct {
 	s *Server
 	b Backend
@@ -553,6 +557,7 @@ type call struct {
 	out     []byte
 	has     bool
 	err     error // the failed run's error, for reads until the next request
+	errSeen bool  // a read has answered err
 
 	ctx    context.Context // cancelled by close: a clunk stops the call
 	cancel context.CancelFunc
@@ -619,7 +624,7 @@ func (c *call) write(r *req, off uint64, data []byte) (int, error) {
 		return len(data), nil
 	}
 	c.pending = nil
-	c.out, c.has, c.err = nil, false, nil
+	c.out, c.has, c.err, c.errSeen = nil, false, nil, false
 	if st, ok := c.b.(CallStarter); ok {
 		run, err := st.StartCall(r.context(), c.n.sess, c.n.agent, name, args)
 		if err != nil {
@@ -665,6 +670,7 @@ func (c *call) read(r *req, off uint64, count uint32) ([]byte, error) {
 		return nil, fmt.Errorf("the call request for %q is incomplete: its JSON arguments (%d bytes so far) do not parse; write the rest", name, len(c.pending))
 	}
 	if c.err != nil {
+		c.errSeen = true
 		return nil, c.err
 	}
 	if !c.has {
@@ -683,6 +689,17 @@ func (c *call) truncate() {
 }
 
 func (c *call) close() { c.cancel() }
+
+// commit is a Tclunk's: it waits for a run the last write started, and
+// returns that run's error when no read has answered it.
+func (c *call) commit() error {
+	c.lock <- struct{}{}
+	defer func() { <-c.lock }()
+	if c.err != nil && !c.errSeen {
+		return c.err
+	}
+	return nil
+}
 
 var errIncomplete = errors.New("incomplete call request")
 
