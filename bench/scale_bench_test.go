@@ -110,15 +110,22 @@ func runScale(b *testing.B, size int, leg string) {
 		n.p9, n.gossip, n.clusterAddr = ports[4*(i-1)], ports[4*(i-1)+1], ports[4*(i-1)+2]
 		metricsAddr[n.name] = ports[4*(i-1)+3]
 	}
-	// n2..n5 join n1, the rest join one of n1..n5 all at once: a hundred
-	// memberlist push/pulls at once against one node time out on two
-	// cores.
+	// n2..n5 join n1, the rest join joinSeeds of n1..n5 (one push/pull
+	// with each) all at once: a hundred push/pulls at once against one
+	// node time out on two cores.
 	seeds := min(5, size)
+	joinSeeds := 1
+	if s := os.Getenv("TOOLNODE_SCALE_SEEDS"); s != "" {
+		joinSeeds, _ = strconv.Atoi(s)
+	}
 	for i, n := range c.nodes[1:] {
 		if i+1 < seeds {
 			n.join = []string{c.nodes[0].gossip}
-		} else {
-			n.join = []string{c.nodes[i%seeds].gossip}
+			continue
+		}
+		n.join = nil
+		for k := range min(joinSeeds, seeds) {
+			n.join = append(n.join, c.nodes[(i+k)%seeds].gossip)
 		}
 	}
 	start, ready := c.start, c.ready
