@@ -39,7 +39,9 @@ import (
 //
 // Legs: "clients" is the default (-voters 5: five servers, the rest
 // clients); "allraft" makes every node a Raft server (-servers N), as
-// every node was before clients existed. The floors (bench/internal/
+// every node was before clients existed; "baseline" is "clients" with the
+// binary TOOLNODE_BENCH_BASELINE names (an older build); "commit250" is
+// "clients" with -raft-commit-timeout 250ms. The floors (bench/internal/
 // gossipfloor) count as clients: "gossip" runs the cluster package's
 // memberlist at the node's settings and nothing else
 // (TOOLNODE_SCALE_FLOOR_ARGS adds flags to it), "nothing" a Go process
@@ -99,6 +101,19 @@ func runScale(b *testing.B, size int, leg string) {
 	}
 	if leg == "allraft" {
 		c.extra = []string{"-servers", strconv.Itoa(size)}
+	}
+	if leg == "commit250" {
+		// The clients leg with Raft's CommitTimeout at 250 ms instead of
+		// 50 ms: what the leader's idle replication costs.
+		c.extra = []string{"-raft-commit-timeout", "250ms"}
+	}
+	if leg == "baseline" {
+		// The clients leg with the binary TOOLNODE_BENCH_BASELINE (an
+		// older build), run beside the others.
+		c.bin = os.Getenv("TOOLNODE_BENCH_BASELINE")
+		if c.bin == "" {
+			b.Skip("TOOLNODE_BENCH_BASELINE is not set")
+		}
 	}
 	ports := lowPorts(b, 4*size)
 	for i := 1; i <= size; i++ {
@@ -160,35 +175,74 @@ func runScale(b *testing.B, size int, leg string) {
 		start(n)
 	}
 	launched := time.Now()
+	// Each node is asked by a goroutine of its own, once a second: one
+	// that is slow to answer under the load of a hundred starts holds up
+	// no other's measurement.
 	hc := &http.Client{Timeout: 5 * time.Second}
+	var fmu sync.Mutex
 	done := map[string]bool{}
 	startTicks := map[string]uint64{} // CPU from exec until the node formed
-	deadline := begin.Add(120 * time.Second)
-	var last string
-	nextNote := time.Now().Add(10 * time.Second)
-	for len(done) < size {
-		if time.Now().After(nextNote) {
-			nextNote = time.Now().Add(10 * time.Second)
-			b.Logf("N=%d %s: %d of %d nodes formed after %v; last: %s", size, leg, len(done), size, time.Since(begin).Round(time.Second), last)
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("N=%d %s: %d of %d nodes formed within 120s; last: %s", size, leg, len(done), size, last)
-		}
+	why := map[string]string{}
+	allFormed := make(chan struct{})
+	stopPoll := make(chan struct{})
+	defer close(stopPoll)
+	for _, n := range c.nodes {
+		go func() {
+			for {
+				err := formedNode(hc, n, metricsAddr[n.name], size, floor)
+				fmu.Lock()
+				if err == nil {
+					done[n.name] = true
+					startTicks[n.name] = procTicksOr0(n.p.cmd.Process.Pid)
+					if len(done) == size {
+						close(allFormed)
+					}
+					fmu.Unlock()
+					return
+				}
+				why[n.name] = err.Error()
+				fmu.Unlock()
+				select {
+				case <-stopPoll:
+					return
+				case <-time.After(time.Second):
+				}
+			}
+		}()
+	}
+	deadline := time.NewTimer(time.Until(begin.Add(120 * time.Second)))
+	defer deadline.Stop()
+	note := time.NewTicker(10 * time.Second)
+	defer note.Stop()
+	status := func() string {
+		fmu.Lock()
+		defer fmu.Unlock()
+		var missing []string
 		for _, n := range c.nodes {
-			if done[n.name] {
-				continue
+			if !done[n.name] {
+				missing = append(missing, n.name+": "+why[n.name])
 			}
-			if n.p.exited() {
-				b.Fatalf("%s exited: %s", n.name, n.p.tail())
-			}
-			if err := formedNode(hc, n, metricsAddr[n.name], size, floor); err != nil {
-				last = n.name + ": " + err.Error()
-				continue
-			}
-			done[n.name] = true
-			startTicks[n.name] = procTicks(b, n.p.cmd.Process.Pid)
 		}
-		time.Sleep(500 * time.Millisecond)
+		if len(missing) > 5 {
+			missing = append(missing[:5], "...")
+		}
+		return fmt.Sprintf("%d of %d nodes formed after %v; not yet: %s", len(done), size, time.Since(begin).Round(time.Second), strings.Join(missing, "; "))
+	}
+wait:
+	for {
+		select {
+		case <-allFormed:
+			break wait
+		case <-note.C:
+			b.Logf("N=%d %s: %s", size, leg, status())
+			for _, n := range c.nodes {
+				if n.p.exited() {
+					b.Fatalf("%s exited: %s", n.name, n.p.tail())
+				}
+			}
+		case <-deadline.C:
+			b.Fatalf("N=%d %s: not formed within 120s: %s", size, leg, status())
+		}
 	}
 	formed := time.Since(begin)
 
@@ -421,6 +475,19 @@ func pcts(xs []float64) string {
 		out = append(out, fmt.Sprintf("%.1f", x))
 	}
 	return "[" + strings.Join(out, " ") + "]"
+}
+
+// procTicksOr0 is procTicks, 0 if the process is gone.
+func procTicksOr0(pid int) uint64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	u, _ := strconv.ParseUint(f[11], 10, 64)
+	st, _ := strconv.ParseUint(f[12], 10, 64)
+	return u + st
 }
 
 // procTicks is a process's user plus system time, in clock ticks.
