@@ -287,12 +287,16 @@ func (c *Cluster) settle() {
 			return
 		case <-time.After(settleEvery):
 		}
+		// This package's copy of the members: the nodes memberlist hands
+		// out are written by its goroutines meanwhile.
 		var peers []string
-		for _, m := range c.ml.Members() {
-			if m.Name != c.name && m.State == memberlist.StateAlive {
-				peers = append(peers, m.Address())
+		c.mu.Lock()
+		for name, t := range c.members {
+			if name != c.name && t.m.State == "alive" && t.m.Addr != "" {
+				peers = append(peers, t.m.Addr)
 			}
 		}
+		c.mu.Unlock()
 		if len(peers) > 0 {
 			c.ml.Join([]string{peers[rand.Intn(len(peers))]})
 		}
