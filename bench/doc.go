@@ -40,6 +40,13 @@
 //     that does nothing (internal/mcpecho) against one 9P round trip to
 //     go9p's server; BenchmarkMCPAllocs is what one call allocates in
 //     the SDK.
+//   - BenchmarkScale: N node processes (5 servers, the rest clients)
+//     formed from one start, then idle: formation time, each node's CPU
+//     until formed, idle CPU and wake-ups per second of the leader, a
+//     server and a client, RSS (scale_bench_test.go); legs for an older
+//     binary (TOOLNODE_BENCH_BASELINE), every node a server, and two
+//     floors (internal/gossipfloor): memberlist alone at the node's
+//     settings, and a Go process that does nothing.
 //
 // The package has no code outside its tests and the floor programs; "go test ./bench/" without
 // -bench runs only quick unit tests of the helpers. The etcd baseline

@@ -2,10 +2,13 @@ package bench
 
 import (
 	"fmt"
+	"io"
 	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,21 +20,33 @@ import (
 )
 
 // BenchmarkScale starts N real node processes on loopback (n1 bootstraps,
-// the others join it all at once) and measures, per leg:
+// n2-n5 join it, the others join all at once) and measures, per leg:
 //
 //   - formed-s: from n1's start until every node lists N alive members
 //     and answers /readyz (a server: it knows a leader and has applied
 //     what it knows is committed; a client: it follows a server and has
-//     applied what that server reported);
-//   - idle CPU over idleWindow, from /proc/PID/stat, after settle: the
-//     whole cluster's, the leader's, a server's and a client's (mean), in
-//     % of one core;
+//     applied what that server reported), as each node reports it on
+//     -metrics;
+//   - *-start-cpu-ms: the CPU (user+system, /proc/PID/stat) a node spent
+//     from exec until it was formed;
+//   - idle CPU over idleWindow (TOOLNODE_SCALE_IDLE), after the settling
+//     push/pulls of the last node to join: the whole cluster's, the
+//     leader's, a server's and a client's (mean), in % of one core;
+//   - *-wakes/s: context switches of all of a node's threads per second
+//     over the same window (/proc/PID/task/*/status): an idle node's CPU
+//     is mostly what its wake-ups cost;
 //   - RSS of the leader, a server and a client (mean), from /proc.
 //
 // Legs: "clients" is the default (-voters 5: five servers, the rest
 // clients); "allraft" makes every node a Raft server (-servers N), as
-// every node was before clients existed: the baseline of the same run.
-// Run with -benchtime 1x; N=100 needs about 3 GB of memory.
+// every node was before clients existed; "baseline" is "clients" with the
+// binary TOOLNODE_BENCH_BASELINE names (an older build); "commit250" is
+// "clients" with -raft-commit-timeout 250ms. The floors (bench/internal/
+// gossipfloor) count as clients: "gossip" runs the cluster package's
+// memberlist at the node's settings and nothing else
+// (TOOLNODE_SCALE_FLOOR_ARGS adds flags to it), "nothing" a Go process
+// that does nothing. Run with -benchtime 1x; N=100 needs about 3 GB of
+// memory.
 func BenchmarkScale(b *testing.B) {
 	sizes := []int{10, 50, 100}
 	if s := os.Getenv("TOOLNODE_SCALE_SIZES"); s != "" {
@@ -60,14 +75,23 @@ func BenchmarkScale(b *testing.B) {
 }
 
 const (
-	scaleSettle = 5 * time.Second  // after formation, before the idle window
-	idleWindow  = 10 * time.Second // CPU is measured over this
-	clkTck      = 100              // Linux's USER_HZ
+	scaleSettle  = 5 * time.Second  // after formation, before the idle window
+	settlePeriod = 35 * time.Second // after the last launch, before the idle window
+	idleWindow   = 10 * time.Second // CPU is measured over this
+	clkTck       = 100              // Linux's USER_HZ
 )
 
 func runScale(b *testing.B, size int, leg string) {
 	b.StopTimer()
 	c := newTCluster(b)
+	// The floor legs run bench/internal/gossipfloor instead of nodes:
+	// "gossip" is the cluster package's memberlist at the node's settings
+	// and nothing else, "nothing" a Go process that does nothing.
+	floor := leg == "gossip" || leg == "nothing"
+	var floorBin string
+	if floor {
+		floorBin = gossipFloorBin(b)
+	}
 	metricsAddr := map[string]string{}
 	var mu sync.Mutex
 	c.per = func(n *tnode) []string {
@@ -77,6 +101,19 @@ func runScale(b *testing.B, size int, leg string) {
 	}
 	if leg == "allraft" {
 		c.extra = []string{"-servers", strconv.Itoa(size)}
+	}
+	if leg == "commit250" {
+		// The clients leg with Raft's CommitTimeout at 250 ms instead of
+		// 50 ms: what the leader's idle replication costs.
+		c.extra = []string{"-raft-commit-timeout", "250ms"}
+	}
+	if leg == "baseline" {
+		// The clients leg with the binary TOOLNODE_BENCH_BASELINE (an
+		// older build), run beside the others.
+		c.bin = os.Getenv("TOOLNODE_BENCH_BASELINE")
+		if c.bin == "" {
+			b.Skip("TOOLNODE_BENCH_BASELINE is not set")
+		}
 	}
 	ports := lowPorts(b, 4*size)
 	for i := 1; i <= size; i++ {
@@ -88,116 +125,187 @@ func runScale(b *testing.B, size int, leg string) {
 		n.p9, n.gossip, n.clusterAddr = ports[4*(i-1)], ports[4*(i-1)+1], ports[4*(i-1)+2]
 		metricsAddr[n.name] = ports[4*(i-1)+3]
 	}
-	// n2..n5 join n1, the rest join one of n1..n5 all at once: a hundred
-	// memberlist push/pulls at once against one node time out on two
-	// cores.
+	// n2..n5 join n1, the rest join joinSeeds of n1..n5 (one push/pull
+	// with each) all at once: a hundred push/pulls at once against one
+	// node time out on two cores.
 	seeds := min(5, size)
+	joinSeeds := 1
+	if s := os.Getenv("TOOLNODE_SCALE_SEEDS"); s != "" {
+		joinSeeds, _ = strconv.Atoi(s)
+	}
 	for i, n := range c.nodes[1:] {
 		if i+1 < seeds {
 			n.join = []string{c.nodes[0].gossip}
-		} else {
-			n.join = []string{c.nodes[i%seeds].gossip}
+			continue
+		}
+		n.join = nil
+		for k := range min(joinSeeds, seeds) {
+			n.join = append(n.join, c.nodes[(i+k)%seeds].gossip)
+		}
+	}
+	start, ready := c.start, c.ready
+	if floor {
+		start = func(n *tnode) {
+			args := []string{"-name", n.name, "-gossip", n.gossip, "-join", strings.Join(n.join, ",")}
+			if leg == "nothing" {
+				args = append(args, "-idle")
+			}
+			// TOOLNODE_SCALE_FLOOR_ARGS: more flags of gossipfloor
+			// (-gossip-interval, -probe-interval).
+			args = append(args, strings.Fields(os.Getenv("TOOLNODE_SCALE_FLOOR_ARGS"))...)
+			n.p = startProc(b, childEnv(), floorBin, args...)
+			b.Cleanup(n.p.kill)
+		}
+		ready = func(n *tnode) {
+			if err := waitLog(n.p, "alive=", 60*time.Second); err != nil {
+				b.Fatalf("%s: %v", n.name, err)
+			}
 		}
 	}
 	begin := time.Now()
-	c.start(c.nodes[0])
-	c.ready(c.nodes[0])
+	start(c.nodes[0])
+	ready(c.nodes[0])
 	for _, n := range c.nodes[1:seeds] {
-		c.start(n)
+		start(n)
 	}
 	for _, n := range c.nodes[1:seeds] {
-		c.ready(n)
+		ready(n)
 	}
 	for _, n := range c.nodes[seeds:] {
-		c.start(n)
+		start(n)
 	}
-	hc := &http.Client{Timeout: 2 * time.Second}
+	launched := time.Now()
+	// Each node is asked by a goroutine of its own, once a second: one
+	// that is slow to answer under the load of a hundred starts holds up
+	// no other's measurement.
+	hc := &http.Client{Timeout: 5 * time.Second}
+	var fmu sync.Mutex
 	done := map[string]bool{}
-	deadline := begin.Add(120 * time.Second)
-	var last string
-	nextNote := time.Now().Add(10 * time.Second)
-	for len(done) < size {
-		if time.Now().After(nextNote) {
-			nextNote = time.Now().Add(10 * time.Second)
-			b.Logf("N=%d %s: %d of %d nodes formed after %v; last: %s", size, leg, len(done), size, time.Since(begin).Round(time.Second), last)
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("N=%d %s: %d of %d nodes formed within 120s; last: %s", size, leg, len(done), size, last)
-		}
-		for _, n := range c.nodes {
-			if done[n.name] {
-				continue
-			}
-			if n.p.exited() {
-				b.Fatalf("%s exited: %s", n.name, n.p.tail())
-			}
-			ms, err := readWithin(n.p9, "cluster/members", 2*time.Second)
-			if err != nil {
-				last = n.name + ": " + err.Error()
-				continue
-			}
-			alive := 0
-			for _, m := range parseMembers(ms) {
-				if m.state == "alive" {
-					alive++
+	startTicks := map[string]uint64{} // CPU from exec until the node formed
+	why := map[string]string{}
+	allFormed := make(chan struct{})
+	stopPoll := make(chan struct{})
+	defer close(stopPoll)
+	for _, n := range c.nodes {
+		go func() {
+			for {
+				err := formedNode(hc, n, metricsAddr[n.name], size, floor)
+				fmu.Lock()
+				if err == nil {
+					done[n.name] = true
+					startTicks[n.name] = procTicksOr0(n.p.cmd.Process.Pid)
+					if len(done) == size {
+						close(allFormed)
+					}
+					fmu.Unlock()
+					return
+				}
+				why[n.name] = err.Error()
+				fmu.Unlock()
+				select {
+				case <-stopPoll:
+					return
+				case <-time.After(time.Second):
 				}
 			}
-			if alive != size {
-				last = fmt.Sprintf("%s: %d alive", n.name, alive)
-				continue
+		}()
+	}
+	deadline := time.NewTimer(time.Until(begin.Add(120 * time.Second)))
+	defer deadline.Stop()
+	note := time.NewTicker(10 * time.Second)
+	defer note.Stop()
+	status := func() string {
+		fmu.Lock()
+		defer fmu.Unlock()
+		var missing []string
+		for _, n := range c.nodes {
+			if !done[n.name] {
+				missing = append(missing, n.name+": "+why[n.name])
 			}
-			resp, err := hc.Get("http://" + metricsAddr[n.name] + "/readyz")
-			if err != nil {
-				last = n.name + ": " + err.Error()
-				continue
-			}
-			resp.Body.Close()
-			if resp.StatusCode != 200 {
-				last = fmt.Sprintf("%s: /readyz %d", n.name, resp.StatusCode)
-				continue
-			}
-			done[n.name] = true
 		}
-		time.Sleep(250 * time.Millisecond)
+		if len(missing) > 5 {
+			missing = append(missing[:5], "...")
+		}
+		return fmt.Sprintf("%d of %d nodes formed after %v; not yet: %s", len(done), size, time.Since(begin).Round(time.Second), strings.Join(missing, "; "))
+	}
+wait:
+	for {
+		select {
+		case <-allFormed:
+			break wait
+		case <-note.C:
+			b.Logf("N=%d %s: %s", size, leg, status())
+			for _, n := range c.nodes {
+				if n.p.exited() {
+					b.Fatalf("%s exited: %s", n.name, n.p.tail())
+				}
+			}
+		case <-deadline.C:
+			b.Fatalf("N=%d %s: not formed within 120s: %s", size, leg, status())
+		}
 	}
 	formed := time.Since(begin)
 
-	// Roles, as n1 sees them.
-	ms, err := readWithin(c.nodes[0].p9, "cluster/members", 10*time.Second)
-	if err != nil {
-		b.Fatal(err)
-	}
+	// Roles, as n1 sees them (the floor legs have none: all count as
+	// clients).
 	role := map[string]string{}
-	for _, m := range parseMembers(ms) {
-		role[m.name] = m.role
+	if !floor {
+		ms, err := readWithin(c.nodes[0].p9, "cluster/members", 10*time.Second)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, m := range parseMembers(ms) {
+			role[m.name] = m.role
+		}
 	}
 
-	time.Sleep(scaleSettle)
+	// Idle means after the settling push/pulls a node makes for 30 s
+	// after its join (cluster.settle), and scaleSettle after formation.
+	time.Sleep(max(scaleSettle, time.Until(launched.Add(settlePeriod))))
+	window := idleWindow
+	if s := os.Getenv("TOOLNODE_SCALE_IDLE"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			b.Fatalf("TOOLNODE_SCALE_IDLE=%q: %v", s, err)
+		}
+		window = d
+	}
 	before := map[string]uint64{}
+	wakesBefore := map[string]uint64{}
 	for _, n := range c.nodes {
 		before[n.name] = procTicks(b, n.p.cmd.Process.Pid)
+		wakesBefore[n.name] = procSwitches(n.p.cmd.Process.Pid)
 	}
-	start := time.Now()
-	time.Sleep(idleWindow)
-	elapsed := time.Since(start).Seconds()
+	began := time.Now()
+	time.Sleep(window)
+	elapsed := time.Since(began).Seconds()
 	var total, leader float64
 	var servers, clients []float64
 	var leaderRSS float64
 	var serverRSS, clientRSS []float64
+	var leaderWakes float64
+	var serverWakes, clientWakes []float64
+	var serverStart, clientStart []float64
 	for _, n := range c.nodes {
 		pid := n.p.cmd.Process.Pid
 		pct := float64(procTicks(b, pid)-before[n.name]) / clkTck / elapsed * 100
+		wakes := float64(procSwitches(pid)-wakesBefore[n.name]) / elapsed
+		startMs := float64(startTicks[n.name]) * 1000 / clkTck
 		rss := rssMiB(b, pid)
 		total += pct
 		switch role[n.name] {
 		case "leader":
-			leader, leaderRSS = pct, rss
+			leader, leaderRSS, leaderWakes = pct, rss, wakes
 		case "voter", "nonvoter":
 			servers = append(servers, pct)
 			serverRSS = append(serverRSS, rss)
+			serverWakes = append(serverWakes, wakes)
+			serverStart = append(serverStart, startMs)
 		default:
 			clients = append(clients, pct)
 			clientRSS = append(clientRSS, rss)
+			clientWakes = append(clientWakes, wakes)
+			clientStart = append(clientStart, startMs)
 		}
 	}
 	b.ReportMetric(formed.Seconds(), "formed-s")
@@ -208,9 +316,16 @@ func runScale(b *testing.B, size int, leg string) {
 	b.ReportMetric(leaderRSS, "leader-rss-MiB")
 	b.ReportMetric(mean(serverRSS), "server-rss-MiB")
 	b.ReportMetric(mean(clientRSS), "client-rss-MiB")
-	b.ReportMetric(float64(len(servers)+1), "servers")
-	b.Logf("N=%d %s: formed in %v; idle CPU %.1f%% of a core (leader %.1f%%, servers %s, clients mean %.2f%%); RSS leader %.0f MiB, server %.0f, client %.0f",
-		size, leg, formed.Round(time.Millisecond), total, leader, pcts(servers), mean(clients), leaderRSS, mean(serverRSS), mean(clientRSS))
+	b.ReportMetric(leaderWakes, "leader-wakes/s")
+	b.ReportMetric(mean(serverWakes), "server-wakes/s")
+	b.ReportMetric(mean(clientWakes), "client-wakes/s")
+	b.ReportMetric(mean(serverStart), "server-start-cpu-ms")
+	b.ReportMetric(mean(clientStart), "client-start-cpu-ms")
+	if !floor {
+		b.ReportMetric(float64(len(servers)+1), "servers")
+	}
+	b.Logf("N=%d %s: formed in %v; idle CPU over %v %.1f%% of a core (leader %.1f%%, servers %s, clients mean %.3f%%); wake-ups/s leader %.0f, server %.0f, client %.1f; CPU until formed: server %.0f ms, client %.0f ms; RSS leader %.0f MiB, server %.0f, client %.0f",
+		size, leg, formed.Round(time.Millisecond), window, total, leader, pcts(servers), mean(clients), leaderWakes, mean(serverWakes), mean(clientWakes), mean(serverStart), mean(clientStart), leaderRSS, mean(serverRSS), mean(clientRSS))
 	// Stop every process now, not at the end of the benchmark.
 	var wg sync.WaitGroup
 	for _, n := range c.nodes {
@@ -221,6 +336,103 @@ func runScale(b *testing.B, size int, leg string) {
 		}()
 	}
 	wg.Wait()
+}
+
+// formedNode is nil once node n lists size alive members and is ready.
+// A node is asked over HTTP (-metrics: toolnode_members and /readyz), which
+// costs it far less than a 9P attach and read; a floor process prints its
+// count.
+func formedNode(hc *http.Client, n *tnode, metricsAddr string, size int, floor bool) error {
+	if floor {
+		out := n.p.log.String()
+		i := strings.LastIndex(out, "alive=")
+		if i < 0 {
+			return fmt.Errorf("no members yet")
+		}
+		var alive int
+		fmt.Sscan(out[i+len("alive="):], &alive)
+		if alive != size && alive != 0 { // 0: -idle
+			return fmt.Errorf("%d alive", alive)
+		}
+		return nil
+	}
+	resp, err := hc.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		return err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return err
+	}
+	alive := -1
+	for _, l := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(l, "toolnode_members{") && strings.Contains(l, `state="alive"`) {
+			f := strings.Fields(l)
+			alive, _ = strconv.Atoi(f[len(f)-1])
+		}
+	}
+	if alive != size {
+		return fmt.Errorf("%d alive", alive)
+	}
+	resp, err = hc.Get("http://" + metricsAddr + "/readyz")
+	if err != nil {
+		return err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("/readyz %d", resp.StatusCode)
+	}
+	return nil
+}
+
+var (
+	floorOnce sync.Once
+	floorPath string
+	floorErr  error
+)
+
+// gossipFloorBin builds bench/internal/gossipfloor next to the toolnode
+// binary.
+func gossipFloorBin(tb testing.TB) string {
+	tb.Helper()
+	dir := filepath.Dir(toolnodeBin(tb))
+	floorOnce.Do(func() {
+		floorPath = filepath.Join(dir, "gossipfloor")
+		cmd := exec.Command(goTool(), "build", "-o", floorPath, "github.com/toolnode/toolnode/bench/internal/gossipfloor")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			floorErr = fmt.Errorf("building gossipfloor: %v\n%s", err, out)
+		}
+	})
+	if floorErr != nil {
+		tb.Fatal(floorErr)
+	}
+	return floorPath
+}
+
+// procSwitches is the context switches of every thread of a process:
+// each is a wake-up, which on a virtual machine costs more than the work
+// of an idle node.
+func procSwitches(pid int) uint64 {
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	var sum uint64
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, t.Name()))
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "voluntary_ctxt_switches:"); ok {
+				x, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+				sum += x
+			} else if v, ok := strings.CutPrefix(l, "nonvoluntary_ctxt_switches:"); ok {
+				x, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+				sum += x
+			}
+		}
+	}
+	return sum
 }
 
 // readWithin reads one file on a 9P connection of its own, all within
@@ -263,6 +475,19 @@ func pcts(xs []float64) string {
 		out = append(out, fmt.Sprintf("%.1f", x))
 	}
 	return "[" + strings.Join(out, " ") + "]"
+}
+
+// procTicksOr0 is procTicks, 0 if the process is gone.
+func procTicksOr0(pid int) uint64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	u, _ := strconv.ParseUint(f[11], 10, 64)
+	st, _ := strconv.ParseUint(f[12], 10, 64)
+	return u + st
 }
 
 // procTicks is a process's user plus system time, in clock ticks.

@@ -10,8 +10,9 @@
 // clock that never goes back; a higher version wins everywhere, and a
 // removed tool stays as a tombstone for TombstoneTTL. SetCapabilities
 // gossips what changed at once, in messages of at most 1 KB that every
-// node which learns from them passes on (memberlist gossips every 200 ms,
-// so a change reaches a LAN cluster well under 2 s); a change too large
+// node which learns from them passes on (gossip runs every
+// DefaultGossipInterval, 500 ms, so a change reaches a LAN cluster of a
+// hundred nodes in about 2-3 s); a change too large
 // for a few messages, and a node's entries for a node that joins or comes
 // back, go directly over memberlist's reliable stream instead. The whole
 // table goes with every push/pull, so a joining node learns it all from
