@@ -185,7 +185,10 @@ func (m *mcpServer) newSession(r *http.Request, token string, sum [32]byte) (*mc
 		m.n.p9.ServeConn(remoteConn{there, remote})
 		m.connEnded(id)
 	}()
-	conn, err := client.NewConn(here)
+	// Watched to learn the msize: the bridge then ends an answer at a
+	// short read, without the read of 0 bytes after it.
+	wc := mcpbridge.WatchConn(here)
+	conn, err := client.NewConn(wc)
 	if err != nil {
 		here.Close()
 		return nil, "", fmt.Errorf("9P: %w", err)
@@ -201,6 +204,7 @@ func (m *mcpServer) newSession(r *http.Request, token string, sum [32]byte) (*mc
 		SessionID: id,
 		Logf:      m.n.logger.Printf,
 		Ended:     func() { m.drop(id) },
+		Msize:     wc.Msize(),
 	})
 	if err != nil {
 		conn.Close()
