@@ -408,6 +408,18 @@ func (r *Runner) containment() *containment {
 // still running are not waited for.
 func (r *Runner) Close() error {
 	r.closePrepared()
+	// The read view and the cwd views hold a descriptor per rule (a
+	// node's hundreds): a process that makes and closes Runners, a test
+	// binary's nodes, would otherwise run out of descriptors.
+	if r.view != nil {
+		r.view.close()
+	}
+	r.treesMu.Lock()
+	for k, v := range r.trees {
+		v.close()
+		delete(r.trees, k)
+	}
+	r.treesMu.Unlock()
 	r.containOnce.Do(func() {}) // none made after Close
 	if r.contain == nil {
 		return nil

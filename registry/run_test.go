@@ -504,3 +504,38 @@ func TestSandboxStatus(t *testing.T) {
 		t.Errorf("abi = %d with no error", abi)
 	}
 }
+
+// A closed Runner holds no descriptor: the read view's hundreds (one per
+// rule) go with it, or a process that makes and closes nodes (a test
+// binary) runs out.
+func TestRun_CloseReleasesDescriptors(t *testing.T) {
+	if _, err := SandboxStatus(); err != nil {
+		t.Skip(err)
+	}
+	count := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Skip("no /proc/self/fd")
+		}
+		return len(ents)
+	}
+	dir := t.TempDir()
+	inv := Invocation{Tool: "ok", Meta: shTool("true")}
+	// Once, so that the runtime's lazily made threads and files exist.
+	warm := NewRunner(RunnerConfig{Timeout: 20 * time.Second, ScratchDir: filepath.Join(dir, "warm")})
+	if _, err := warm.Run(context.Background(), inv); err != nil {
+		t.Fatal(err)
+	}
+	warm.Close()
+	f0 := count()
+	r := NewRunner(RunnerConfig{Timeout: 20 * time.Second, ScratchDir: filepath.Join(dir, "scratch"), Protected: []string{filepath.Join(dir, "data")}})
+	if _, err := r.Run(context.Background(), inv); err != nil {
+		t.Fatal(err)
+	}
+	held := count() - f0
+	if held < 10 {
+		t.Fatalf("an open Runner holds %d descriptors; the view should hold one per rule", held)
+	}
+	r.Close()
+	waitFor(t, 5*time.Second, "the descriptors of a closed Runner released", func() bool { return count() <= f0 })
+}

@@ -21,6 +21,7 @@ func newFSView([]string) *fsView { return &fsView{} }
 func (*fsView) protects(string) bool      { return false }
 func (*fsView) grants(string) bool        { return false }
 func (*fsView) tree(string, bool) *fsView { return &fsView{} }
+func (*fsView) close()                    {}
 
 func prepareThread(ablation) error {
 	_, err := SandboxStatus()
