@@ -235,6 +235,9 @@ func BenchmarkSandboxOverhead(b *testing.B) {
 	b.ReportMetric(per(cpu[2]), "sandboxed-cpu-ns")
 	b.ReportMetric(per(cpu[2]-cpu[0]), "added-cpu-ns")
 	b.ReportMetric(per(cpu[2]-cpu[1]), "sandbox-cpu-ns")
+	if taken, missed := r.prep.taken.Load(), r.prep.missed.Load(); taken+missed > 0 {
+		b.ReportMetric(float64(taken)/float64(taken+missed), "prepared")
+	}
 }
 
 // processCPU is the user and system time of this process and of its
