@@ -199,8 +199,9 @@ func Test_E2E_MCP_Stdio(t *testing.T) {
 		t.Errorf("only_b: error %v, %q", res.IsError, resultText(res))
 	}
 	// A tool withdrawn on the other node.
+	tLoad := time.Now()
 	callTool(t, s, "tool_load", map[string]any{"name": "b_gone"})
-	time.Sleep(100 * time.Millisecond) // let the load's own list_changed pass
+	changes.since(t, tLoad, 5*time.Second, "the load of b_gone") // the load's own list_changed first
 	t0 = time.Now()
 	if err := os.Remove(filepath.Join(b.e.tools, "b_gone.meta")); err != nil {
 		t.Fatal(err)
