@@ -479,28 +479,29 @@ func pcts(xs []float64) string {
 
 // procTicksOr0 is procTicks, 0 if the process is gone.
 func procTicksOr0(pid int) uint64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	u, _ := strconv.ParseUint(f[11], 10, 64)
-	st, _ := strconv.ParseUint(f[12], 10, 64)
-	return u + st
+	t, _ := readProcTicks(pid)
+	return t
 }
 
 // procTicks is a process's user plus system time, in clock ticks.
 func procTicks(tb testing.TB, pid int) uint64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	t, err := readProcTicks(pid)
 	if err != nil {
 		tb.Fatal(err)
+	}
+	return t
+}
+
+func readProcTicks(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
 	}
 	s := string(b)
 	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
 	u, _ := strconv.ParseUint(f[11], 10, 64)
 	st, _ := strconv.ParseUint(f[12], 10, 64)
-	return u + st
+	return u + st, nil
 }
 
 // rssMiB is a process's resident set.
