@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -43,24 +44,12 @@ func rolesFormed(nodes []*cnode, voters int) (bool, map[string]string, string) {
 		if nodeField(info, "role") != roles[n.name] {
 			ok = false
 		}
-		if agreed != nil && !mapsEqual(agreed, roles) {
+		if agreed != nil && !maps.Equal(agreed, roles) {
 			ok = false
 		}
 		agreed = roles
 	}
 	return ok, agreed, b.String()
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 var followingRe = regexp.MustCompile(`stream: following server (\S+) from index`)
