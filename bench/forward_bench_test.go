@@ -2,9 +2,6 @@ package bench
 
 import (
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 )
@@ -103,15 +100,7 @@ const clockTicks = 100
 func cpuTicks(b *testing.B, c *tcluster) int64 {
 	var sum int64
 	for _, n := range c.nodes {
-		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", n.p.cmd.Process.Pid))
-		if err != nil {
-			b.Fatal(err)
-		}
-		// Fields after the command name, which is in parentheses.
-		f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
-		ut, _ := strconv.ParseInt(f[11], 10, 64)
-		st, _ := strconv.ParseInt(f[12], 10, 64)
-		sum += ut + st
+		sum += int64(procTicks(b, n.p.cmd.Process.Pid))
 	}
 	return sum
 }

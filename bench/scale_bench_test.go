@@ -78,7 +78,6 @@ const (
 	scaleSettle  = 5 * time.Second  // after formation, before the idle window
 	settlePeriod = 35 * time.Second // after the last launch, before the idle window
 	idleWindow   = 10 * time.Second // CPU is measured over this
-	clkTck       = 100              // Linux's USER_HZ
 )
 
 func runScale(b *testing.B, size int, leg string) {
@@ -288,9 +287,9 @@ wait:
 	var serverStart, clientStart []float64
 	for _, n := range c.nodes {
 		pid := n.p.cmd.Process.Pid
-		pct := float64(procTicks(b, pid)-before[n.name]) / clkTck / elapsed * 100
+		pct := float64(procTicks(b, pid)-before[n.name]) / clockTicks / elapsed * 100
 		wakes := float64(procSwitches(pid)-wakesBefore[n.name]) / elapsed
-		startMs := float64(startTicks[n.name]) * 1000 / clkTck
+		startMs := float64(startTicks[n.name]) * 1000 / clockTicks
 		rss := rssMiB(b, pid)
 		total += pct
 		switch role[n.name] {
@@ -497,8 +496,13 @@ func readProcTicks(pid int) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	// The fields after the command's ")" start at field 3 (state);
+	// utime and stime are fields 14 and 15.
 	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, b)
+	}
 	u, _ := strconv.ParseUint(f[11], 10, 64)
 	st, _ := strconv.ParseUint(f[12], 10, 64)
 	return u + st, nil

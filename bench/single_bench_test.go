@@ -3,14 +3,12 @@
 package bench
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -388,19 +386,7 @@ func (l *lone) steps(b *testing.B, d *[len(callSteps)]time.Duration) {
 // summed over every thread) p's own process has used, without its
 // children: the node's share of a call, not the tool's.
 func procCPU(b *testing.B, p *proc) time.Duration {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	// The fields after the command's ")" start at field 3 (state);
-	// utime and stime are fields 14 and 15.
-	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-	if len(f) < 13 {
-		b.Fatalf("/proc/%d/stat: %q", p.cmd.Process.Pid, stat)
-	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * 10 * time.Millisecond
+	return time.Duration(procTicks(b, p.cmd.Process.Pid)) * (time.Second / clockTicks)
 }
 
 // BenchmarkCallSteps times each 9P step of the black-box call (walk+open,
