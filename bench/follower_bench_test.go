@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -67,7 +66,7 @@ func BenchmarkFollowerWrites(b *testing.B) {
 							b.Fatal(err)
 						}
 						defer conn.close()
-						ws[j] = &agentNewWriter{conn: conn}
+						ws[j] = &agentNewWriter{conn: conn, admin: admin}
 					}
 					b.Run(fmt.Sprintf("agent-new,clients=%d,%s", k, where), func(b *testing.B) {
 						// A fresh session per writer and round keeps the
@@ -75,11 +74,9 @@ func BenchmarkFollowerWrites(b *testing.B) {
 						// session's agent map.
 						for _, w := range ws {
 							sessions++
-							name := fmt.Sprintf("b%d", sessions)
-							if _, err := admin.ask("session/new", "name="+name); err != nil {
+							if err := w.(*agentNewWriter).newSession(fmt.Sprintf("b%d", sessions)); err != nil {
 								b.Fatal(err)
 							}
-							w.(*agentNewWriter).session = name
 							w.(*agentNewWriter).steps = [4]time.Duration{}
 						}
 						runWrites(b, ws)
@@ -118,6 +115,7 @@ func BenchmarkFollowerWrites(b *testing.B) {
 // each step to steps.
 type agentNewWriter struct {
 	conn    *conn9
+	admin   *conn9 // makes the sessions, on the cluster of conn
 	session string
 	seq     int
 	steps   [4]time.Duration // walk+open, write, read, clunk
@@ -164,6 +162,13 @@ func reportSteps(b *testing.B, ws []writer, n int) {
 
 func (w *agentNewWriter) close() { w.conn.close() }
 
+// newSession makes session name through w.admin; w's agents go in it.
+func (w *agentNewWriter) newSession(name string) error {
+	w.session = name
+	_, err := w.admin.ask("session/new", "name="+name)
+	return err
+}
+
 // BenchmarkFollowerWritesInterleaved is BenchmarkFollowerWrites' one
 // client with its legs interleaved, so that all see the same load on a
 // busy machine: each iteration makes one write of every leg in turn,
@@ -185,15 +190,13 @@ func BenchmarkFollowerWritesInterleaved(b *testing.B) {
 		b.Cleanup(w.close)
 		legs = append(legs, &leg{name: name, w: w})
 	}
-	var admins []*conn9
 	agentNew := func(prefix string, order []*tnode, admin *conn9) {
-		admins = append(admins, admin)
 		for i, where := range []string{"leader", "follower"} {
 			conn, err := dial9(order[i].p9)
 			if err != nil {
 				b.Fatal(err)
 			}
-			add(prefix+"agent-new,"+where, &agentNewWriter{conn: conn})
+			add(prefix+"agent-new,"+where, &agentNewWriter{conn: conn, admin: admin})
 		}
 	}
 	order, admin := benchSession(b, startClusterWith(b, 3))
@@ -233,12 +236,7 @@ func BenchmarkFollowerWritesInterleaved(b *testing.B) {
 			if a, ok := l.w.(*agentNewWriter); ok {
 				// A fresh session per round, as in BenchmarkFollowerWrites.
 				sessions++
-				a.session = fmt.Sprintf("il%d", sessions)
-				admin := admins[0]
-				if strings.HasPrefix(l.name, "baseline,") {
-					admin = admins[len(admins)-1]
-				}
-				if _, err := admin.ask("session/new", "name="+a.session); err != nil {
+				if err := a.newSession(fmt.Sprintf("il%d", sessions)); err != nil {
 					b.Fatal(err)
 				}
 			}
