@@ -91,13 +91,8 @@ func runScale(b *testing.B, size int, leg string) {
 	if floor {
 		floorBin = gossipFloorBin(b)
 	}
-	metricsAddr := map[string]string{}
-	var mu sync.Mutex
-	c.per = func(n *tnode) []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return []string{"-metrics", metricsAddr[n.name]}
-	}
+	metricsAddr := map[string]string{} // filled before any node starts
+	c.per = func(n *tnode) []string { return []string{"-metrics", metricsAddr[n.name]} }
 	if leg == "allraft" {
 		c.extra = []string{"-servers", strconv.Itoa(size)}
 	}
