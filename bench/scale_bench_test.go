@@ -7,8 +7,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -89,7 +87,7 @@ func runScale(b *testing.B, size int, leg string) {
 	floor := leg == "gossip" || leg == "nothing"
 	var floorBin string
 	if floor {
-		floorBin = gossipFloorBin(b)
+		floorBin = helperBin(b, "gossipfloor")
 	}
 	metricsAddr := map[string]string{} // filled before any node starts
 	c.per = func(n *tnode) []string { return []string{"-metrics", metricsAddr[n.name]} }
@@ -379,30 +377,6 @@ func formedNode(hc *http.Client, n *tnode, metricsAddr string, size int, floor b
 		return fmt.Errorf("/readyz %d", resp.StatusCode)
 	}
 	return nil
-}
-
-var (
-	floorOnce sync.Once
-	floorPath string
-	floorErr  error
-)
-
-// gossipFloorBin builds bench/internal/gossipfloor next to the toolnode
-// binary.
-func gossipFloorBin(tb testing.TB) string {
-	tb.Helper()
-	dir := filepath.Dir(toolnodeBin(tb))
-	floorOnce.Do(func() {
-		floorPath = filepath.Join(dir, "gossipfloor")
-		cmd := exec.Command(goTool(), "build", "-o", floorPath, "github.com/toolnode/toolnode/bench/internal/gossipfloor")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			floorErr = fmt.Errorf("building gossipfloor: %v\n%s", err, out)
-		}
-	})
-	if floorErr != nil {
-		tb.Fatal(floorErr)
-	}
-	return floorPath
 }
 
 // procSwitches is the context switches of every thread of a process:

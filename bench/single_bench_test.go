@@ -37,30 +37,27 @@ import (
 const startTools = 10000
 
 var (
-	helperOnce sync.Once
-	helperErr  error
-	helperBins = map[string]string{} // metafloor, go9pstatic → path
+	helperMu   sync.Mutex
+	helperBins = map[string]string{} // name → path, once built
 )
 
-// helperBin builds one of bench/internal's floor programs.
+// helperBin builds one of bench/internal's floor programs (metafloor,
+// go9pstatic, mcpecho, gossipfloor) next to the toolnode binary, once.
 func helperBin(tb testing.TB, name string) string {
 	tb.Helper()
 	bin := toolnodeBin(tb) // makes binDir
-	helperOnce.Do(func() {
-		for _, h := range []string{"metafloor", "go9pstatic", "mcpecho"} {
-			p := filepath.Join(filepath.Dir(bin), h)
-			cmd := exec.Command(goTool(), "build", "-o", p, "github.com/toolnode/toolnode/bench/internal/"+h)
-			if out, err := cmd.CombinedOutput(); err != nil {
-				helperErr = fmt.Errorf("building %s: %v\n%s", h, err, out)
-				return
-			}
-			helperBins[h] = p
-		}
-	})
-	if helperErr != nil {
-		tb.Fatal(helperErr)
+	helperMu.Lock()
+	defer helperMu.Unlock()
+	if p, ok := helperBins[name]; ok {
+		return p
 	}
-	return helperBins[name]
+	p := filepath.Join(filepath.Dir(bin), name)
+	cmd := exec.Command(goTool(), "build", "-o", p, "github.com/toolnode/toolnode/bench/internal/"+name)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("building %s: %v\n%s", name, err, out)
+	}
+	helperBins[name] = p
+	return p
 }
 
 // startFixture writes startTools generated .meta files (one in five with
