@@ -53,19 +53,18 @@ func rssKiB(pid int) (rss, hwm int64) {
 }
 
 // rssWatch samples the VmRSS of processes every 20 ms and keeps each
-// one's largest growth over its value when the watch began.
+// one's largest growth over its value when the watch began. Only the
+// sampling goroutine touches peak until end has waited for it.
 type rssWatch struct {
-	mu     sync.Mutex
-	pids   map[string]int
-	base   map[string]int64
-	peak   map[string]int64
-	stop   chan struct{}
-	done   chan struct{}
-	hwmEnd map[string]int64
+	pids map[string]int
+	base map[string]int64
+	peak map[string]int64
+	stop chan struct{}
+	done chan struct{}
 }
 
 func watchRSS(nodes []*cnode) *rssWatch {
-	w := &rssWatch{pids: map[string]int{}, base: map[string]int64{}, peak: map[string]int64{}, stop: make(chan struct{}), done: make(chan struct{}), hwmEnd: map[string]int64{}}
+	w := &rssWatch{pids: map[string]int{}, base: map[string]int64{}, peak: map[string]int64{}, stop: make(chan struct{}), done: make(chan struct{})}
 	for _, n := range nodes {
 		pid := n.p.cmd.Process.Pid
 		w.pids[n.name] = pid
@@ -82,13 +81,11 @@ func watchRSS(nodes []*cnode) *rssWatch {
 				return
 			case <-tk.C:
 			}
-			w.mu.Lock()
 			for name, pid := range w.pids {
 				if r, _ := rssKiB(pid); r > w.peak[name] {
 					w.peak[name] = r
 				}
 			}
-			w.mu.Unlock()
 		}
 	}()
 	return w
