@@ -511,10 +511,6 @@ func lines(s string) []string {
 // readBuf is the size of the bridge's reads.
 const readBuf = 8192
 
-func readAll(fid *client.Fid) (string, error) {
-	return readTo(fid, 0)
-}
-
 // readTo reads fid from offset 0 until a read returns 0 bytes or, when
 // count is not 0, fewer than count. Each read is one Tread (the client's
 // ReadAt would go on reading until its buffer is full).
@@ -559,7 +555,7 @@ func read(t *tree, path string) (string, error) {
 		return "", err
 	}
 	defer t.clunk(fid)
-	return readAll(fid)
+	return readTo(fid, 0)
 }
 
 // ask writes a request to a file that answers writes and reads the
@@ -570,6 +566,12 @@ func ask(t *tree, path, req string) (string, error) {
 		return "", err
 	}
 	defer t.clunk(fid)
+	return t.rdwr(fid, req)
+}
+
+// rdwr writes req at offset 0 of fid, open ORDWR on a file that answers
+// writes, and reads the answer.
+func (t *tree) rdwr(fid *client.Fid, req string) (string, error) {
 	if _, err := fid.WriteAt([]byte(req), 0); err != nil {
 		return "", err
 	}
@@ -645,11 +647,7 @@ func (p *fidPool) ask(req string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if _, err := fid.WriteAt([]byte(req), 0); err != nil {
-		p.tree.clunk(fid)
-		return "", err
-	}
-	out, err := p.tree.readAnswer(fid)
+	out, err := p.tree.rdwr(fid, req)
 	if err != nil {
 		p.tree.clunk(fid)
 		return "", err
