@@ -582,6 +582,19 @@ type etcdWriter struct {
 	present  bool
 }
 
+// warmEtcdWriter is newEtcdWriter after one put and one delete, which
+// warm its connection and leave the key absent.
+func warmEtcdWriter(tb testing.TB, hc *http.Client, endpoint, key string) *etcdWriter {
+	tb.Helper()
+	w := newEtcdWriter(hc, endpoint, key)
+	for range 2 {
+		if err := w.write(); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return w
+}
+
 func newEtcdWriter(hc *http.Client, endpoint, key string) *etcdWriter {
 	k := base64.StdEncoding.EncodeToString([]byte(key))
 	v := base64.StdEncoding.EncodeToString([]byte(benchTool))
@@ -703,13 +716,7 @@ func BenchmarkClusterWrites(b *testing.B) {
 		defer hc.CloseIdleConnections()
 		ws := make([]writer, slices.Max(concurrency))
 		for i := range ws {
-			w := newEtcdWriter(hc, order[i%len(order)], fmt.Sprintf("/bench/agent/a%d/loaded/%s", i, benchTool))
-			for range 2 { // warm the connection; leave the key absent
-				if err := w.write(); err != nil {
-					b.Fatal(err)
-				}
-			}
-			ws[i] = w
+			ws[i] = warmEtcdWriter(b, hc, order[i%len(order)], fmt.Sprintf("/bench/agent/a%d/loaded/%s", i, benchTool))
 		}
 		runConcurrency(b, ws)
 	})

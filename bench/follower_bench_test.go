@@ -95,13 +95,7 @@ func BenchmarkFollowerWrites(b *testing.B) {
 			for i, where := range []string{"leader", "follower"} {
 				ws := make([]writer, k)
 				for j := range ws {
-					w := newEtcdWriter(hc, order[i], fmt.Sprintf("/bench/%s%d-%d/loaded/%s", where, k, j, benchTool))
-					for range 2 { // warm the connection; leave the key absent
-						if err := w.write(); err != nil {
-							b.Fatal(err)
-						}
-					}
-					ws[j] = w
+					ws[j] = warmEtcdWriter(b, hc, order[i], fmt.Sprintf("/bench/%s%d-%d/loaded/%s", where, k, j, benchTool))
 				}
 				b.Run(fmt.Sprintf("put,clients=%d,%s", k, where), func(b *testing.B) { runWrites(b, ws) })
 			}
@@ -220,13 +214,7 @@ func BenchmarkFollowerWritesInterleaved(b *testing.B) {
 		hc := etcdHTTP()
 		b.Cleanup(hc.CloseIdleConnections)
 		for i, where := range []string{"leader", "follower"} {
-			w := newEtcdWriter(hc, order[i], "/bench/il-"+where+"/loaded/"+benchTool)
-			for range 2 {
-				if err := w.write(); err != nil {
-					b.Fatal(err)
-				}
-			}
-			add("etcd,"+where, w)
+			add("etcd,"+where, warmEtcdWriter(b, hc, order[i], "/bench/il-"+where+"/loaded/"+benchTool))
 		}
 	}
 	sessions := 0
