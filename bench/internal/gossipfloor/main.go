@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/toolnode/toolnode/cluster"
 )
@@ -35,6 +36,10 @@ func main() {
 			if _, err := c.Join(strings.Split(*join, ",")); err == nil {
 				break
 			}
+			// As a node's -join does: a refused join is tried again a
+			// second later, not in a loop that spins on the cores the
+			// cluster shares.
+			time.Sleep(time.Second)
 		}
 	}
 	last := -1
