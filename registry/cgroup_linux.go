@@ -542,11 +542,6 @@ func cgroupPids(dir, file string) []int {
 	if err != nil {
 		return nil
 	}
-	return parsePids(data)
-}
-
-// parsePids reads the pids of a cgroup.procs or tasks file.
-func parsePids(data []byte) []int {
 	var pids []int
 	for _, f := range strings.Fields(string(data)) {
 		if pid, err := strconv.Atoi(f); err == nil {
