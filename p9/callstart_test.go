@@ -68,17 +68,6 @@ func (s *starter) counts() (started, ended int, cancelled error) {
 	return s.started, s.ended, s.cancelled
 }
 
-// waitCall waits up to 10 s for ok.
-func waitCall(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !ok(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 const starterCallPath = "session/s1/agent/a1/call"
 
 // A write whose call fails its checks fails, and runs nothing; a call
@@ -146,7 +135,7 @@ func TestCallReadWaitsForRun(t *testing.T) {
 	if _, err := fid.WriteAt([]byte("gate"), 0); err != nil {
 		t.Fatalf("write: %v", err) // returns while the run waits for release
 	}
-	waitCall(t, "the run to start", func() bool { started, _, _ := s.counts(); return started == 1 })
+	waitFor(t, "the run to start", func() bool { started, _, _ := s.counts(); return started == 1 })
 	type result struct {
 		out []byte
 		err error
@@ -187,7 +176,7 @@ func TestCallClunkWaitsForRun(t *testing.T) {
 	if _, err := fid.WriteAt([]byte("gate"), 0); err != nil {
 		t.Fatal(err)
 	}
-	waitCall(t, "the run to start", func() bool { started, _, _ := s.counts(); return started == 1 })
+	waitFor(t, "the run to start", func() bool { started, _, _ := s.counts(); return started == 1 })
 	clunked := make(chan error, 1)
 	go func() { clunked <- fid.Close() }()
 	select {
@@ -241,9 +230,9 @@ func TestCallClunkWaitsForRun(t *testing.T) {
 	if _, err := fid.WriteAt([]byte("block"), 0); err != nil {
 		t.Fatal(err)
 	}
-	waitCall(t, "the blocked run to start", func() bool { started, _, _ := s.counts(); return started == 4 })
+	waitFor(t, "the blocked run to start", func() bool { started, _, _ := s.counts(); return started == 4 })
 	c.Close()
-	waitCall(t, "the run of a closed connection to end", func() bool { _, ended, _ := s.counts(); return ended == 4 })
+	waitFor(t, "the run of a closed connection to end", func() bool { _, ended, _ := s.counts(); return ended == 4 })
 	if _, _, c := s.counts(); !errors.Is(c, context.Canceled) {
 		t.Fatalf("the run ended with context %v, want cancelled", c)
 	}
