@@ -70,6 +70,16 @@ func (s *starter) counts() (started, ended int, cancelled error) {
 
 const starterCallPath = "session/s1/agent/a1/call"
 
+// openCall opens the starter's call file for reading and writing.
+func openCall(t *testing.T, fs *client.Fsys) *client.Fid {
+	t.Helper()
+	fid, err := fs.Open(starterCallPath, plan9.ORDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fid
+}
+
 // A write whose call fails its checks fails, and runs nothing; a call
 // that runs and fails fails the read instead, and the next request on
 // the fid starts afresh.
@@ -77,10 +87,7 @@ func TestCallStartErrorsOnWrite(t *testing.T) {
 	s := newStarter()
 	_, addr := startServer(t, s, Options{})
 	fs := mount(t, addr)
-	fid, err := fs.Open(starterCallPath, plan9.ORDWR)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fid := openCall(t, fs)
 	defer fid.Close()
 
 	for _, req := range []string{`nosuch {}`, `echo {"x":"bad"}`, `echo [1]`, `echo {"x":`} {
@@ -127,10 +134,7 @@ func TestCallReadWaitsForRun(t *testing.T) {
 	s := newStarter()
 	_, addr := startServer(t, s, Options{})
 	fs := mount(t, addr)
-	fid, err := fs.Open(starterCallPath, plan9.ORDWR)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fid := openCall(t, fs)
 	defer fid.Close()
 	if _, err := fid.WriteAt([]byte("gate"), 0); err != nil {
 		t.Fatalf("write: %v", err) // returns while the run waits for release
@@ -169,10 +173,7 @@ func TestCallClunkWaitsForRun(t *testing.T) {
 	s := newStarter()
 	_, addr := startServer(t, s, Options{})
 	fs := mount(t, addr)
-	fid, err := fs.Open(starterCallPath, plan9.ORDWR)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fid := openCall(t, fs)
 	if _, err := fid.WriteAt([]byte("gate"), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -193,20 +194,14 @@ func TestCallClunkWaitsForRun(t *testing.T) {
 	}
 
 	// A failure nobody read is the clunk's; one a read answered is not.
-	fid, err = fs.Open(starterCallPath, plan9.ORDWR)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fid = openCall(t, fs)
 	if _, err := fid.WriteAt([]byte("fail"), 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := fid.Close(); err == nil {
 		t.Fatal("the clunk of a failed run that nobody read succeeded")
 	}
-	fid, err = fs.Open(starterCallPath, plan9.ORDWR)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fid = openCall(t, fs)
 	fid.WriteAt([]byte("fail"), 0)
 	if _, err := fid.ReadAt(make([]byte, 100), 0); err == nil {
 		t.Fatal("the read of a failed run succeeded")
