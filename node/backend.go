@@ -338,13 +338,8 @@ var _ p9.Walker = (*Node)(nil)
 // just created through another node is found, never "not found"). What
 // the walk reaches checks again when it is read.
 func (n *Node) WalkSession(session string) error {
-	if n.fsm.HasSession(session) {
+	if n.fsm.HasSession(session) || n.ownWritesApplied() && n.fsm.HasSession(session) {
 		return nil
-	}
-	if n.ownWritesApplied() {
-		if n.fsm.HasSession(session) {
-			return nil
-		}
 	}
 	_, err := n.Agents(session)
 	return err
@@ -352,13 +347,12 @@ func (n *Node) WalkSession(session string) error {
 
 // WalkAgent finds an agent for a walk, as WalkSession does a session.
 func (n *Node) WalkAgent(session, agent string) error {
-	if _, err := n.fsm.Agent(session, agent); err == nil {
-		return nil
+	has := func() bool {
+		_, err := n.fsm.Agent(session, agent)
+		return err == nil
 	}
-	if n.ownWritesApplied() {
-		if _, err := n.fsm.Agent(session, agent); err == nil {
-			return nil
-		}
+	if has() || n.ownWritesApplied() && has() {
+		return nil
 	}
 	_, err := n.agent(session, agent)
 	return err

@@ -68,18 +68,17 @@ func (s *starter) counts() (started, ended int, cancelled error) {
 	return s.started, s.ended, s.cancelled
 }
 
-// waitCall waits up to 10 s for ok.
-func waitCall(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !ok(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 const starterCallPath = "session/s1/agent/a1/call"
+
+// openCall opens the starter's call file for reading and writing.
+func openCall(t *testing.T, fs *client.Fsys) *client.Fid {
+	t.Helper()
+	fid, err := fs.Open(starterCallPath, plan9.ORDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fid
+}
 
 // A write whose call fails its checks fails, and runs nothing; a call
 // that runs and fails fails the read instead, and the next request on
@@ -88,10 +87,7 @@ func TestCallStartErrorsOnWrite(t *testing.T) {
 	s := newStarter()
 	_, addr := startServer(t, s, Options{})
 	fs := mount(t, addr)
-	fid, err := fs.Open(starterCallPath, plan9.ORDWR)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fid := openCall(t, fs)
 	defer fid.Close()
 
 	for _, req := range []string{`nosuch {}`, `echo {"x":"bad"}`, `echo [1]`, `echo {"x":`} {
@@ -138,15 +134,12 @@ func TestCallReadWaitsForRun(t *testing.T) {
 	s := newStarter()
 	_, addr := startServer(t, s, Options{})
 	fs := mount(t, addr)
-	fid, err := fs.Open(starterCallPath, plan9.ORDWR)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fid := openCall(t, fs)
 	defer fid.Close()
 	if _, err := fid.WriteAt([]byte("gate"), 0); err != nil {
 		t.Fatalf("write: %v", err) // returns while the run waits for release
 	}
-	waitCall(t, "the run to start", func() bool { started, _, _ := s.counts(); return started == 1 })
+	waitFor(t, "the run to start", func() bool { started, _, _ := s.counts(); return started == 1 })
 	type result struct {
 		out []byte
 		err error
@@ -180,14 +173,11 @@ func TestCallClunkWaitsForRun(t *testing.T) {
 	s := newStarter()
 	_, addr := startServer(t, s, Options{})
 	fs := mount(t, addr)
-	fid, err := fs.Open(starterCallPath, plan9.ORDWR)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fid := openCall(t, fs)
 	if _, err := fid.WriteAt([]byte("gate"), 0); err != nil {
 		t.Fatal(err)
 	}
-	waitCall(t, "the run to start", func() bool { started, _, _ := s.counts(); return started == 1 })
+	waitFor(t, "the run to start", func() bool { started, _, _ := s.counts(); return started == 1 })
 	clunked := make(chan error, 1)
 	go func() { clunked <- fid.Close() }()
 	select {
@@ -204,20 +194,14 @@ func TestCallClunkWaitsForRun(t *testing.T) {
 	}
 
 	// A failure nobody read is the clunk's; one a read answered is not.
-	fid, err = fs.Open(starterCallPath, plan9.ORDWR)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fid = openCall(t, fs)
 	if _, err := fid.WriteAt([]byte("fail"), 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := fid.Close(); err == nil {
 		t.Fatal("the clunk of a failed run that nobody read succeeded")
 	}
-	fid, err = fs.Open(starterCallPath, plan9.ORDWR)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fid = openCall(t, fs)
 	fid.WriteAt([]byte("fail"), 0)
 	if _, err := fid.ReadAt(make([]byte, 100), 0); err == nil {
 		t.Fatal("the read of a failed run succeeded")
@@ -241,9 +225,9 @@ func TestCallClunkWaitsForRun(t *testing.T) {
 	if _, err := fid.WriteAt([]byte("block"), 0); err != nil {
 		t.Fatal(err)
 	}
-	waitCall(t, "the blocked run to start", func() bool { started, _, _ := s.counts(); return started == 4 })
+	waitFor(t, "the blocked run to start", func() bool { started, _, _ := s.counts(); return started == 4 })
 	c.Close()
-	waitCall(t, "the run of a closed connection to end", func() bool { _, ended, _ := s.counts(); return ended == 4 })
+	waitFor(t, "the run of a closed connection to end", func() bool { _, ended, _ := s.counts(); return ended == 4 })
 	if _, _, c := s.counts(); !errors.Is(c, context.Canceled) {
 		t.Fatalf("the run ended with context %v, want cancelled", c)
 	}

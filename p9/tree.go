@@ -175,17 +175,6 @@ func sessionErr(sess string, err error) error {
 	return err
 }
 
-// lookupSession makes the node session/S, asking the Backend whether S exists.
-func lookupSession(b Backend, sess string) (*node, []string, error) {
-	agents, err := b.Agents(sess)
-	if err != nil {
-		return nil, nil, sessionErr(sess, err)
-	}
-	n := newNode(sessionDirNode, kSession, sess)
-	n.sess = sess
-	return n, agents, nil
-}
-
 // walk1 looks up one name in directory n. It returns the child or an error
 // whose text says what does not exist. A file of t/ or a/ that is open for
 // writing after a Tcreate exists for walks before it is published.
@@ -257,21 +246,22 @@ func walk1(s *Server, n *node, name string) (*node, error) {
 		case "idx":
 			return sessIdxNode, nil
 		}
+		// Whether S exists: the Walker's answer, else the Backend's list
+		// of its agents.
+		var err error
 		if w, ok := b.(Walker); ok {
-			if err := w.WalkSession(name); err != nil {
-				if !errors.Is(err, ErrNotFound) {
-					return nil, err // the node cannot answer now, e.g. catching up
-				}
-				return nil, walkErr("session %q does not exist: %v", name, sessionErr(name, err))
+			err = w.WalkSession(name)
+			if err != nil && !errors.Is(err, ErrNotFound) {
+				return nil, err // the node cannot answer now, e.g. catching up
 			}
-			c := newNode(sessionDirNode, kSession, name)
-			c.sess = name
-			return c, nil
+		} else {
+			_, err = b.Agents(name)
 		}
-		c, _, err := lookupSession(b, name)
 		if err != nil {
-			return nil, walkErr("session %q does not exist: %v", name, err)
+			return nil, walkErr("session %q does not exist: %v", name, sessionErr(name, err))
 		}
+		c := newNode(sessionDirNode, kSession, name)
+		c.sess = name
 		return c, nil
 	case kSession:
 		switch name {
@@ -291,19 +281,17 @@ func walk1(s *Server, n *node, name string) (*node, error) {
 				}
 				return nil, walkErr("%v", err)
 			}
-			c := newNode(n, kAgent, name)
-			c.agent = name
-			return c, nil
-		}
-		agents, err := b.Agents(n.sess)
-		if err != nil && !errors.Is(err, ErrNotFound) {
-			return nil, err // the node cannot answer now, e.g. catching up
-		}
-		if err != nil {
-			return nil, walkErr("session %q does not exist: %v", n.sess, err)
-		}
-		if !slices.Contains(agents, name) {
-			return nil, walkErr("agent %q does not exist in session %q", name, n.sess)
+		} else {
+			agents, err := b.Agents(n.sess)
+			if err != nil && !errors.Is(err, ErrNotFound) {
+				return nil, err // the node cannot answer now, e.g. catching up
+			}
+			if err != nil {
+				return nil, walkErr("session %q does not exist: %v", n.sess, err)
+			}
+			if !slices.Contains(agents, name) {
+				return nil, walkErr("agent %q does not exist in session %q", name, n.sess)
+			}
 		}
 		c := newNode(n, kAgent, name)
 		c.agent = name

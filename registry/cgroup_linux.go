@@ -490,13 +490,7 @@ func (g *callGroup) kill() {
 	if g == nil {
 		return
 	}
-	// An empty cgroup has nothing to kill: when the tool left nothing
-	// behind, as most do, the call is spared cgroup.kill (a write under
-	// the kernel's global cgroup lock).
-	if g.v2 != "" && g.populated() {
-		g.killed = true
-		_ = os.WriteFile(filepath.Join(g.v2, "cgroup.kill"), []byte("1"), 0)
-	}
+	g.killV2()
 	if g.v1 != "" {
 		deadline := time.Now().Add(time.Second)
 		for time.Now().Before(deadline) {
@@ -525,13 +519,21 @@ func (g *callGroup) kill() {
 // spares the listing of its members.
 func (g *callGroup) killExited() {
 	if g != nil && g.v1 != "" && readCount(g.cur1) == 2 {
-		if g.v2 != "" && g.populated() {
-			g.killed = true
-			_ = os.WriteFile(filepath.Join(g.v2, "cgroup.kill"), []byte("1"), 0)
-		}
+		g.killV2()
 		return
 	}
 	g.kill()
+}
+
+// killV2 kills what is alive in the v2 cgroup with cgroup.kill. An empty
+// cgroup has nothing to kill: when the tool left nothing behind, as most
+// do, the call is spared cgroup.kill (a write under the kernel's global
+// cgroup lock).
+func (g *callGroup) killV2() {
+	if g.v2 != "" && g.populated() {
+		g.killed = true
+		_ = os.WriteFile(filepath.Join(g.v2, "cgroup.kill"), []byte("1"), 0)
+	}
 }
 
 // cgroupPids reads a cgroup.procs or tasks file.
@@ -540,11 +542,6 @@ func cgroupPids(dir, file string) []int {
 	if err != nil {
 		return nil
 	}
-	return parsePids(data)
-}
-
-// parsePids reads the pids of a cgroup.procs or tasks file.
-func parsePids(data []byte) []int {
 	var pids []int
 	for _, f := range strings.Fields(string(data)) {
 		if pid, err := strconv.Atoi(f); err == nil {

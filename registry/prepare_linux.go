@@ -229,6 +229,7 @@ func (r *Runner) prepare(spec sandboxSpec) (*prepared, error) {
 	for _, d := range spec.readable {
 		if _, err := os.Stat(d); err != nil {
 			p.readableMissing = true
+			break
 		}
 	}
 	return p, nil
