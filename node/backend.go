@@ -564,9 +564,7 @@ func (n *Node) StartCall(ctx context.Context, session, agent, tool string, args 
 	}
 	return func(ctx context.Context) ([]byte, error) {
 		start := time.Now()
-		n.metrics.Running(1)
 		out, err := n.runChecked(ctx, e, c)
-		n.metrics.Running(-1)
 		n.metrics.Call(tool, n.cfg.Name, time.Since(start), err)
 		return out, err
 	}, nil
@@ -608,8 +606,11 @@ func (n *Node) checkHere(ctx context.Context, session, agent string, e *entry, a
 	})
 }
 
-// runChecked runs a checked call once a slot of the call queue is free.
+// runChecked runs a checked call once a slot of the call queue is free,
+// counted among the running calls (-metrics) meanwhile.
 func (n *Node) runChecked(ctx context.Context, e *entry, c *registry.Checked) ([]byte, error) {
+	n.metrics.Running(1)
+	defer n.metrics.Running(-1)
 	if err := n.calls.acquire(ctx); err != nil {
 		return nil, fmt.Errorf("tool %q: %w", e.tool.Name, err)
 	}

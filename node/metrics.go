@@ -118,13 +118,6 @@ func (n *Node) Ready() error {
 
 var _ metrics.State = (*Node)(nil)
 
-// runCounted runs a tool here, counted among the running calls.
-func (n *Node) runCounted(ctx context.Context, session, agent string, e *entry, args []byte) ([]byte, error) {
-	n.metrics.Running(1)
-	defer n.metrics.Running(-1)
-	return n.runHere(ctx, session, agent, e, args)
-}
-
 // maxPropagation bounds what counts as propagation: an older publication
 // seen now is a replay (a restart, a snapshot), not a delay.
 const maxPropagation = time.Minute

@@ -296,5 +296,5 @@ func (n *Node) runRouted(ctx context.Context, req callRequest) ([]byte, error) {
 	if !ok || !e.visible {
 		return nil, fmt.Errorf("node %s cannot run tool %q any more", n.cfg.Name, req.Tool)
 	}
-	return n.runCounted(ctx, req.Session, req.Agent, e, req.Args)
+	return n.runHere(ctx, req.Session, req.Agent, e, req.Args)
 }
