@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/toolnode/toolnode/blobstore"
 )
 
 // entrySep splits a fuzz input into log entries.
@@ -101,7 +103,7 @@ func checkBlobs(t *testing.T, f *FSM) {
 		t.Fatal("the state holds executable bytes")
 	}
 	for _, tl := range f.st.Tools {
-		if tl.ExecHash != "" && !isHexHash(tl.ExecHash) {
+		if tl.ExecHash != "" && !blobstore.ValidDigest(tl.ExecHash) {
 			t.Fatalf("tool %q has a bad digest %q", tl.Name, tl.ExecHash)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"path"
 
+	"github.com/toolnode/toolnode/blobstore"
 	"github.com/toolnode/toolnode/registry"
 )
 
@@ -162,7 +163,7 @@ func checkExec(name string, exec []byte, hash string, size int64, mode uint32, l
 		}
 		return nil
 	}
-	if !isHexHash(hash) {
+	if !blobstore.ValidDigest(hash) {
 		return fmt.Errorf("the executable hash of tool %q is not 64 lowercase hex digits", name)
 	}
 	if size <= 0 {
@@ -172,19 +173,6 @@ func checkExec(name string, exec []byte, hash string, size int64, mode uint32, l
 		return fmt.Errorf("file too long: the executable of tool %q is %d bytes, over the %d-byte limit (-max-exec-size)", name, size, max)
 	}
 	return nil
-}
-
-func isHexHash(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 func checkMeta(name string, meta []byte) error {
