@@ -1,9 +1,10 @@
 package raftfsm
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strconv"
 
-	"github.com/toolnode/toolnode/blobstore"
 	"github.com/toolnode/toolnode/registry"
 )
 
@@ -30,7 +31,7 @@ func applyPublishTools(st *state, index uint64, body []byte, ev *[]Event) any {
 		if err := checkName("tool", t.Name); err != nil {
 			return err
 		}
-		if len(t.Exec) > 0 && ExecHash(t.Exec) != t.ExecHash {
+		if len(t.Exec) > 0 && execHash(t.Exec) != t.ExecHash {
 			return refuse(ErrInvalid, "the executable of tool %q does not match its hash", t.Name)
 		}
 	}
@@ -83,12 +84,12 @@ func applyPutToolExec(st *state, index uint64, body []byte, ev *[]Event) any {
 	}
 	size := c.Size
 	if len(c.Exec) > 0 {
-		if ExecHash(c.Exec) != c.ExecHash {
+		if execHash(c.Exec) != c.ExecHash {
 			return refuse(ErrInvalid, "the executable of tool %q does not match its hash", c.Name)
 		}
 		st.legacy = append(st.legacy, legacyBlob{c.ExecHash, c.Exec})
 		size = int64(len(c.Exec))
-	} else if !blobstore.ValidDigest(c.ExecHash) {
+	} else if !isHexHash(c.ExecHash) {
 		return refuse(ErrInvalid, "the executable hash of tool %q is not 64 lowercase hex digits", c.Name)
 	}
 	t := &Tool{Name: c.Name, ExecHash: c.ExecHash, ExecMode: c.Mode, ExecSize: size, Owner: c.Owner, Origin: c.Origin, Index: index, Time: c.Time}
@@ -122,9 +123,14 @@ func applyDropToolExec(st *state, index uint64, body []byte, ev *[]Event) any {
 	return Result{}
 }
 
-// ExecHash returns the hash a ToolSpec carries for executable b: its
-// digest in the blob store.
-func ExecHash(b []byte) string { return blobstore.Digest(b) }
+// execHash is the content address of an executable.
+func execHash(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// ExecHash returns the hash a ToolSpec carries for executable b.
+func ExecHash(b []byte) string { return execHash(b) }
 
 func applyWithdrawTools(st *state, index uint64, body []byte, ev *[]Event) any {
 	var c WithdrawTools

@@ -221,7 +221,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	st.fill()
 	var legacy []legacyBlob
 	for d, b := range st.Blobs {
-		if ExecHash(b) == d {
+		if execHash(b) == d {
 			legacy = append(legacy, legacyBlob{d, b})
 		}
 	}

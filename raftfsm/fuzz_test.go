@@ -7,8 +7,6 @@ import (
 	"testing"
 
 	"github.com/hashicorp/raft"
-
-	"github.com/toolnode/toolnode/blobstore"
 )
 
 // entrySep splits a fuzz input into log entries.
@@ -103,7 +101,7 @@ func checkBlobs(t *testing.T, f *FSM) {
 		t.Fatal("the state holds executable bytes")
 	}
 	for _, tl := range f.st.Tools {
-		if tl.ExecHash != "" && !blobstore.ValidDigest(tl.ExecHash) {
+		if tl.ExecHash != "" && !isHexHash(tl.ExecHash) {
 			t.Fatalf("tool %q has a bad digest %q", tl.Name, tl.ExecHash)
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"path"
 
-	"github.com/toolnode/toolnode/blobstore"
 	"github.com/toolnode/toolnode/registry"
 )
 
@@ -163,7 +162,7 @@ func checkExec(name string, exec []byte, hash string, size int64, mode uint32, l
 		}
 		return nil
 	}
-	if !blobstore.ValidDigest(hash) {
+	if !isHexHash(hash) {
 		return fmt.Errorf("the executable hash of tool %q is not 64 lowercase hex digits", name)
 	}
 	if size <= 0 {
@@ -173,6 +172,19 @@ func checkExec(name string, exec []byte, hash string, size int64, mode uint32, l
 		return fmt.Errorf("file too long: the executable of tool %q is %d bytes, over the %d-byte limit (-max-exec-size)", name, size, max)
 	}
 	return nil
+}
+
+func isHexHash(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 func checkMeta(name string, meta []byte) error {
