@@ -170,7 +170,6 @@ func (s *Store) Put(r io.Reader, want string, size, max int64) (string, int64, e
 	if want != "" && got != want {
 		return "", n, fmt.Errorf("blob store: %w: the content's SHA-256 is %s, %s was expected", ErrDigest, got, want)
 	}
-	t.size = n
 	if err := t.install(got); err != nil {
 		return "", n, err
 	}
@@ -193,7 +192,6 @@ func (s *Store) PutFile(path string, max int64) (string, int64, error) {
 type Temp struct {
 	s    *Store
 	f    *os.File
-	size int64
 	done bool
 }
 
@@ -231,7 +229,6 @@ func (t *Temp) Commit(size, max int64) (string, error) {
 		return "", fmt.Errorf("blob store: %w", err)
 	}
 	d := hex.EncodeToString(h.Sum(nil))
-	t.size = size
 	return d, t.install(d)
 }
 

@@ -56,11 +56,17 @@ func (c *Cluster) anyFailed(now time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for n, t := range c.members {
-		if n != c.name && t.m.State == "dead" && t.m.Addr != "" && now.Sub(t.gone) <= c.reconnectFor {
+		if c.retriable(n, t, now) {
 			return true
 		}
 	}
 	return false
+}
+
+// retriable: member n (t) failed less than reconnectFor ago, at an
+// address to try again. c.mu is held.
+func (c *Cluster) retriable(n string, t tracked, now time.Time) bool {
+	return n != c.name && t.m.State == "dead" && t.m.Addr != "" && now.Sub(t.gone) <= c.reconnectFor
 }
 
 // pickFailed chooses, at random, a failed member to try again, one that no
@@ -75,13 +81,9 @@ func (c *Cluster) pickFailed(now time.Time) (name, addr string, ok bool) {
 	}
 	var failed []Member
 	for n, t := range c.members {
-		if n == c.name || t.m.State != "dead" || t.m.Addr == "" || c.trying[n] {
-			continue
+		if c.retriable(n, t, now) && !c.trying[n] {
+			failed = append(failed, t.m)
 		}
-		if now.Sub(t.gone) > c.reconnectFor {
-			continue
-		}
-		failed = append(failed, t.m)
 	}
 	if len(failed) == 0 {
 		return "", "", false

@@ -282,15 +282,6 @@ func (n *Node) fetchFrom(addr, d string, size int64) error {
 // as the control that shows the check matters). It returns the digest
 // stored.
 func (n *Node) fetchInto(st *blobstore.Store, addr, d, want string, size int64) (string, error) {
-	got, err := n.fetchStream(addr, d, size, func(r io.Reader, got int64) (string, error) {
-		digest, _, err := st.Put(r, want, got, n.maxExec())
-		return digest, err
-	})
-	return got, err
-}
-
-// fetchStream asks addr for blob d and hands its bytes to put.
-func (n *Node) fetchStream(addr, d string, size int64, put func(io.Reader, int64) (string, error)) (string, error) {
 	c, err := n.dialCluster(addr, protoBlob, 5*time.Second)
 	if err != nil {
 		return "", err
@@ -304,18 +295,18 @@ func (n *Node) fetchStream(addr, d string, size int64, put func(io.Reader, int64
 	}
 	c.SetDeadline(time.Now().Add(blobIdle))
 	br := bufio.NewReader(c)
-	st, err := br.ReadByte()
+	answer, err := br.ReadByte()
 	if err != nil {
 		return "", fmt.Errorf("no answer: %v", err)
 	}
-	switch st {
+	switch answer {
 	case blobMissing:
 		return "", errors.New("not stored there")
 	case blobBusy:
 		return "", errors.New("busy sending others")
 	case blobHave:
 	default:
-		return "", fmt.Errorf("answered %#x, not a blob", st)
+		return "", fmt.Errorf("answered %#x, not a blob", answer)
 	}
 	var hdr [8]byte
 	if _, err := io.ReadFull(br, hdr[:]); err != nil {
@@ -328,7 +319,8 @@ func (n *Node) fetchStream(addr, d string, size int64, put func(io.Reader, int64
 	if got > n.maxExec() {
 		return "", fmt.Errorf("it has %d bytes, over this node's %d-byte -max-exec-size", got, n.maxExec())
 	}
-	return put(&idleReader{c: c, r: br}, got)
+	digest, _, err := st.Put(&idleReader{c: c, r: br}, want, got, n.maxExec())
+	return digest, err
 }
 
 // idleReader reads a connection with a deadline that moves with each
@@ -412,7 +404,7 @@ func (n *Node) waitBlob(ctx context.Context, t *raftfsm.Tool) error {
 	}
 	if len(n.blobSources(t.Owner)) == 0 {
 		// Nobody to wait for (a lone node whose copy was removed).
-		return fmt.Errorf("tool %q: executable %s not yet fetched from %s or another node: no live node to fetch it from", t.Name, short(t.ExecHash), t.Owner)
+		return notFetched(t, "no live node to fetch it from")
 	}
 	tm := time.NewTimer(blobWaitMax)
 	defer tm.Stop()
@@ -428,6 +420,11 @@ func (n *Node) waitBlob(ctx context.Context, t *raftfsm.Tool) error {
 	if err := j.lastErr(); err != nil {
 		why = err.Error()
 	}
+	return notFetched(t, why)
+}
+
+// notFetched is waitBlob's error for t's executable, not here for why.
+func notFetched(t *raftfsm.Tool, why string) error {
 	return fmt.Errorf("tool %q: executable %s not yet fetched from %s or another node: %s", t.Name, short(t.ExecHash), t.Owner, why)
 }
 

@@ -213,10 +213,7 @@ func (c *catalog) rebuild(list func() []*raftfsm.Tool, lookup func(string) (*raf
 
 // update re-resolves the named tools from the FSM.
 func (c *catalog) update(names []string, lookup func(string) (*raftfsm.Tool, bool)) {
-	c.mu.RLock()
-	held := c.held
-	c.mu.RUnlock()
-	if held {
+	if c.isHeld() {
 		return
 	}
 	tools := make([]*raftfsm.Tool, len(names))

@@ -426,14 +426,27 @@ func (c *inmemCluster) partition(a, b []string) {
 	for _, x := range a {
 		for _, y := range b {
 			c.cut[[2]string{x, y}], c.cut[[2]string{y, x}] = true, true
-			mx, my := c.members[x], c.members[y]
-			mx.raftTr.Disconnect(my.raftTr.LocalAddr())
-			my.raftTr.Disconnect(mx.raftTr.LocalAddr())
-			mx.raftTr.Connect(my.raftTr.LocalAddr(), c.void)
-			my.raftTr.Connect(mx.raftTr.LocalAddr(), c.void)
+			c.cutRaftLocked(x, y)
 		}
 	}
 	c.closePipes(func(p inmemPipe) bool { return c.cut[[2]string{p.from, p.to}] })
+}
+
+// cutRaft cuts Raft only (not forwarding) between nodes x and y, both
+// ways, as partition does.
+func (c *inmemCluster) cutRaft(x, y string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cutRaftLocked(x, y)
+}
+
+// cutRaftLocked is cutRaft with c.mu held.
+func (c *inmemCluster) cutRaftLocked(x, y string) {
+	mx, my := c.members[x], c.members[y]
+	mx.raftTr.Disconnect(my.raftTr.LocalAddr())
+	my.raftTr.Disconnect(mx.raftTr.LocalAddr())
+	mx.raftTr.Connect(my.raftTr.LocalAddr(), c.void)
+	my.raftTr.Connect(mx.raftTr.LocalAddr(), c.void)
 }
 
 // heal ends every partition.

@@ -777,12 +777,7 @@ func (n *Node) applyOnce(t raftfsm.CommandType, data []byte, once bool, timeout 
 		// node whose role changed while the write was in flight (a client
 		// the leader just made a server) may have been told nothing: after
 		// a short wait, a ReadIndex round makes the leader tell it.
-		wait := min(time.Until(deadline), noticeGrace)
-		done := make(chan struct{})
-		tm := time.AfterFunc(wait, func() { close(done) })
-		ok := n.fsm.WaitApplied(resp.Index, done)
-		tm.Stop()
-		if ok {
+		if n.waitApplied(resp.Index, min(time.Until(deadline), noticeGrace)) {
 			return raftfsm.Result{Name: resp.Name}, nil
 		}
 		if !time.Now().Before(deadline) {

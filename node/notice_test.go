@@ -289,13 +289,7 @@ func Test_InMem_CreateThroughFollowerReadsBack(t *testing.T) {
 	}
 
 	// Control: cut Raft between the leader and f only.
-	c.mu.Lock()
-	ml, mf := c.members[l.Name()], c.members[f.Name()]
-	ml.raftTr.Disconnect(mf.raftTr.LocalAddr())
-	mf.raftTr.Disconnect(ml.raftTr.LocalAddr())
-	ml.raftTr.Connect(mf.raftTr.LocalAddr(), c.void)
-	mf.raftTr.Connect(ml.raftTr.LocalAddr(), c.void)
-	c.mu.Unlock()
+	c.cutRaft(l.Name(), f.Name())
 	if got, err := f.NewAgent("s0", "name=cut"); err != nil || got != "cut" {
 		t.Fatalf("agent s0/cut through %s with its replication cut: %q, %v", f.Name(), got, err)
 	}

@@ -95,12 +95,17 @@ func noticeAtCommit(t raftfsm.CommandType) bool {
 // applied every write acknowledged through it, for at most noticeGrace
 // (the commit notice is on its way), and reports whether it has.
 func (n *Node) ownWritesApplied() bool {
-	index := n.ri.acked.Load()
+	return n.waitApplied(n.ri.acked.Load(), noticeGrace)
+}
+
+// waitApplied waits, for at most d, until this node has applied the
+// entry at index, and reports whether it has.
+func (n *Node) waitApplied(index uint64, d time.Duration) bool {
 	if n.fsm.LastIndex() >= index {
 		return true
 	}
 	done := make(chan struct{})
-	t := time.AfterFunc(noticeGrace, func() { close(done) })
+	t := time.AfterFunc(d, func() { close(done) })
 	defer t.Stop()
 	return n.fsm.WaitApplied(index, done)
 }
@@ -133,13 +138,7 @@ func (n *Node) caughtUp() error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	if n.fsm.LastIndex() >= index {
-		return nil
-	}
-	done := make(chan struct{})
-	t := time.AfterFunc(max(time.Until(deadline), 100*time.Millisecond), func() { close(done) })
-	defer t.Stop()
-	if !n.fsm.WaitApplied(index, done) {
+	if !n.waitApplied(index, max(time.Until(deadline), 100*time.Millisecond)) {
 		return fmt.Errorf("%w: this node has applied the log up to %d of the leader's %d; try again", errCatchingUp, n.fsm.LastIndex(), index)
 	}
 	return nil

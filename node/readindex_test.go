@@ -28,13 +28,7 @@ func Test_InMem_ReadIndexNeverStale(t *testing.T) {
 	})
 
 	// Cut Raft between the leader and f only.
-	c.mu.Lock()
-	ml, mf := c.members[l.Name()], c.members[f.Name()]
-	ml.raftTr.Disconnect(mf.raftTr.LocalAddr())
-	mf.raftTr.Disconnect(ml.raftTr.LocalAddr())
-	ml.raftTr.Connect(mf.raftTr.LocalAddr(), c.void)
-	mf.raftTr.Connect(ml.raftTr.LocalAddr(), c.void)
-	c.mu.Unlock()
+	c.cutRaft(l.Name(), f.Name())
 	if _, err := l.NewAgent("s", "name=B"); err != nil {
 		t.Fatal(err)
 	}

@@ -350,7 +350,8 @@ func (n *Node) stopFollowing() {
 	}
 }
 
-// followerState is the Follower's report; ok is false on a server.
+// followerState is the Follower's report and the Follower; nil on a
+// server.
 func (n *Node) followerState() (stream.State, *stream.Follower) {
 	r := &n.rep
 	r.mu.Lock()

@@ -278,11 +278,7 @@ func (n *Node) serveOneCall(c net.Conn, br *bufio.Reader, req callRequest) bool 
 
 // runRouted checks a routed call against this node's state and runs it.
 func (n *Node) runRouted(ctx context.Context, req callRequest) ([]byte, error) {
-	done := make(chan struct{})
-	t := time.AfterFunc(applyTimeout, func() { close(done) })
-	caught := n.fsm.WaitApplied(req.Index, done)
-	t.Stop()
-	if !caught {
+	if !n.waitApplied(req.Index, applyTimeout) {
 		return nil, fmt.Errorf("node %s has not caught up with the cluster's state; try again", n.cfg.Name)
 	}
 	a, err := n.agent(req.Session, req.Agent)

@@ -51,9 +51,7 @@ type FollowerConfig struct {
 	// ErrStop.
 	Apply   func(index uint64, data []byte) error
 	Restore func(index uint64, r io.Reader) error
-	// OnStatus hears the status of each heartbeat.
-	OnStatus func(Status)
-	Logf     func(format string, args ...any)
+	Logf    func(format string, args ...any)
 
 	Heartbeat   time.Duration // the servers'; a server silent for 5 of them is left; default DefaultHeartbeat
 	MaxEntry    int           // cap of one entry; default DefaultMaxEntry
@@ -224,9 +222,6 @@ func (f *Follower) follow(ctx context.Context, addr string) error {
 			f.mu.Lock()
 			f.status, f.serverIdx = st, fr.index
 			f.mu.Unlock()
-			if f.cfg.OnStatus != nil {
-				f.cfg.OnStatus(st)
-			}
 			if first {
 				first = false
 				f.cfg.Logf("stream: following server %s from index %d", addr, have)

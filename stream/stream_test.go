@@ -124,6 +124,15 @@ type client struct {
 	done     chan error
 }
 
+// preferring is a client name whose first choice among addrs is want.
+func preferring(addrs []string, want string) string {
+	for i := 0; ; i++ {
+		if name := fmt.Sprintf("c%d", i); stream.Rank(name, addrs)[0] == want {
+			return name
+		}
+	}
+}
+
 func newClient(t *testing.T, name string, servers ...string) *client {
 	c := &client{t: t, fsm: raftfsm.New(nil), servers: servers}
 	c.fsm.SetLogf(t.Logf)
@@ -309,13 +318,7 @@ func TestStreamServerDeathMoves(t *testing.T) {
 	both(5)
 	addrs := []string{a.ln.Addr().String(), b.ln.Addr().String()}
 	// A client name whose first choice is a.
-	name := ""
-	for i := 0; ; i++ {
-		name = fmt.Sprintf("c%d", i)
-		if stream.Rank(name, addrs)[0] == addrs[0] {
-			break
-		}
-	}
+	name := preferring(addrs, addrs[0])
 	c := newClient(t, name, addrs...)
 	c.start()
 	c.waitFor(a)
@@ -451,13 +454,7 @@ func TestStreamRebalances(t *testing.T) {
 	both := func(n int) { a.apply(n); b.apply(n) }
 	both(5)
 	addrs := []string{a.ln.Addr().String(), b.ln.Addr().String()}
-	name := ""
-	for i := 0; ; i++ {
-		name = fmt.Sprintf("c%d", i)
-		if stream.Rank(name, addrs)[0] == addrs[1] {
-			break
-		}
-	}
+	name := preferring(addrs, addrs[1])
 	c := newClient(t, name, addrs[0]) // only a is known at first
 	c.start()
 	c.waitFor(a)

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -105,22 +106,15 @@ func readFrame(br *bufio.Reader, c net.Conn, lim limits, idle, body time.Duratio
 		buf = make([]byte, size)
 		_, err = io.ReadFull(br, buf)
 	} else {
-		var b limitedBuffer
+		var b bytes.Buffer
 		_, err = io.CopyN(&b, br, int64(size))
-		buf = b.b
+		buf = b.Bytes()
 	}
 	if err != nil {
 		return f, err
 	}
 	f.data = buf
 	return f, nil
-}
-
-type limitedBuffer struct{ b []byte }
-
-func (l *limitedBuffer) Write(p []byte) (int, error) {
-	l.b = append(l.b, p...)
-	return len(p), nil
 }
 
 func encodeStatus(s Status) []byte {
