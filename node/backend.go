@@ -63,16 +63,23 @@ func (n *Node) ToolExecutable(name string) (p9.Executable, bool) {
 	if !ok || t.ExecHash == "" {
 		return p9.Executable{}, false
 	}
-	size := t.ExecSize
-	if size == 0 {
-		size, _ = n.blobs.store.Stat(t.ExecHash)
-	}
+	size, _ := n.execSize(t)
 	return p9.Executable{Size: size, Open: func() (p9.ExecReader, error) {
 		if err := n.waitBlob(n.ctx, t); err != nil {
 			return nil, err
 		}
 		return n.blobs.store.Open(t.ExecHash)
 	}}, true
+}
+
+// execSize is the size of t's executable: the one its record carries, or,
+// for a record without one (written before executables left the log, or
+// an empty file), the stored blob's; false when neither is known.
+func (n *Node) execSize(t *raftfsm.Tool) (int64, bool) {
+	if t.ExecSize != 0 {
+		return t.ExecSize, true
+	}
+	return n.blobs.store.Stat(t.ExecHash)
 }
 
 // docMeta is the metadata a tool's documentation is drawn from: the

@@ -104,12 +104,9 @@ func (n *Node) ChmodToolExec(name string, mode uint32) error {
 	if !ok || t.ExecHash == "" {
 		return fmt.Errorf("file does not exist: tool %q has no published executable", name)
 	}
-	size := t.ExecSize
-	if size == 0 {
-		var have bool
-		if size, have = n.blobs.store.Stat(t.ExecHash); !have {
-			return fmt.Errorf("tool %q: its executable is not yet fetched here; try again", name)
-		}
+	size, have := n.execSize(t)
+	if !have {
+		return fmt.Errorf("tool %q: its executable is not yet fetched here; try again", name)
 	}
 	_, err := n.apply(raftfsm.CmdPutToolExec, raftfsm.PutToolExec{
 		Owner: n.cfg.Name, Origin: raftfsm.Origin9P, Time: nowNano(), Name: name,
