@@ -280,6 +280,9 @@ func startLoneBin(b *testing.B, bin string, flags ...string) *lone {
 // call in turn (and, when TOOLNODE_BENCH_BASELINE names another toolnode
 // binary, the same call on a node of that binary), so that all see the
 // same load, and reports each (µs/op) and what a call adds to the floor.
+// Its proto-floor is the protocol's share: the call's 9P messages answered
+// by go9p with no work behind them, timed after each exec; what a call
+// adds beyond the exec and that (added-beyond-proto) is the node's own.
 func BenchmarkCall(b *testing.B) {
 	l := startLone(b)
 	b.Run("floor-exec", func(b *testing.B) {
@@ -297,13 +300,16 @@ func BenchmarkCall(b *testing.B) {
 		if bin := os.Getenv("TOOLNODE_BENCH_BASELINE"); bin != "" {
 			base = startLoneBin(b, bin)
 		}
+		// The protocol's floor: the exec, then the same 9P messages
+		// answered by go9p with no work behind them.
+		g := startGo9p(b)
 		for range 3 { // the sandbox's read rules walked, calls made ready
 			l.call(b)
 			if base != nil {
 				base.call(b)
 			}
 		}
-		var floor, call, baseline time.Duration
+		var floor, proto, call, baseline time.Duration
 		cpu0 := procCPU(b, l.p)
 		var baseCPU0 time.Duration
 		if base != nil {
@@ -315,7 +321,10 @@ func BenchmarkCall(b *testing.B) {
 		for b.Loop() {
 			t0 := time.Now()
 			execFloor(b, l.tool)
-			floor += time.Since(t0)
+			t1 := time.Now()
+			callOn(b, g, "call")
+			floor += t1.Sub(t0)
+			proto += time.Since(t1)
 			if base != nil && i%2 == 1 {
 				t := time.Now()
 				base.call(b)
@@ -336,6 +345,8 @@ func BenchmarkCall(b *testing.B) {
 		b.ReportMetric(us(floor), "floor-µs")
 		b.ReportMetric(us(call), "call-µs")
 		b.ReportMetric(us(call-floor), "added-µs")
+		b.ReportMetric(us(proto), "proto-floor-µs")
+		b.ReportMetric(us(call-floor-proto), "added-beyond-proto-µs")
 		b.ReportMetric(us(cpu), "node-cpu-µs")
 		if base != nil {
 			b.ReportMetric(us(baseline), "baseline-µs")
@@ -351,9 +362,16 @@ var callSteps = [...]string{"walkopen", "write", "read", "eof", "clunk"}
 
 // steps is call, timing each of its steps into d.
 func (l *lone) steps(b *testing.B, d *[len(callSteps)]time.Duration) {
+	callStepsOn(b, l.conn, l.agent+"/call", d)
+}
+
+// callStepsOn makes a call of nop on the file path of c, timing each of
+// its steps into d: on a node's call file, or on go9p's (startGo9p),
+// which answers the same messages with no work behind them.
+func callStepsOn(b *testing.B, c *conn9, path string, d *[len(callSteps)]time.Duration) {
 	buf := make([]byte, 8192)
 	t0 := time.Now()
-	fid, err := l.conn.fsys.Open(l.agent+"/call", plan9.ORDWR)
+	fid, err := c.fsys.Open(path, plan9.ORDWR)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -387,7 +405,8 @@ func procCPU(b *testing.B, p *proc) time.Duration {
 }
 
 // BenchmarkCallSteps times each 9P step of the black-box call (walk+open,
-// write, read, the read at the end, clunk) beside the exec floor, and,
+// write, read, the read at the end, clunk) beside the exec floor and the
+// same steps answered by go9p with no work behind them (go9p-*), and,
 // with TOOLNODE_BENCH_BASELINE, the same steps on a node of that binary,
 // the two nodes taking turns at going first.
 func BenchmarkCallSteps(b *testing.B) {
@@ -396,7 +415,8 @@ func BenchmarkCallSteps(b *testing.B) {
 	if bin := os.Getenv("TOOLNODE_BENCH_BASELINE"); bin != "" {
 		base = startLoneBin(b, bin)
 	}
-	var d, bd [len(callSteps)]time.Duration
+	g := startGo9p(b)
+	var d, bd, gd [len(callSteps)]time.Duration
 	for range 3 {
 		l.steps(b, &d)
 		if base != nil {
@@ -410,6 +430,7 @@ func BenchmarkCallSteps(b *testing.B) {
 		t := time.Now()
 		execFloor(b, l.tool)
 		floor += time.Since(t)
+		callStepsOn(b, g, "call", &gd)
 		if base != nil && i%2 == 1 {
 			base.steps(b, &bd)
 		}
@@ -424,6 +445,7 @@ func BenchmarkCallSteps(b *testing.B) {
 	var sum, bsum time.Duration
 	for i, name := range callSteps {
 		b.ReportMetric(us(d[i]), name+"-µs")
+		b.ReportMetric(us(gd[i]), "go9p-"+name+"-µs")
 		sum += d[i]
 		if base != nil {
 			b.ReportMetric(us(bd[i]), "baseline-"+name+"-µs")
@@ -448,8 +470,11 @@ func execFloor(b *testing.B, tool string) {
 
 // call calls nop as a client does: walk+open call, write, read to EOF,
 // clunk.
-func (l *lone) call(b *testing.B) {
-	fid, err := l.conn.fsys.Open(l.agent+"/call", plan9.ORDWR)
+func (l *lone) call(b *testing.B) { callOn(b, l.conn, l.agent+"/call") }
+
+// callOn is call on the file path of c.
+func callOn(b *testing.B, c *conn9, path string) {
+	fid, err := c.fsys.Open(path, plan9.ORDWR)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -463,8 +488,8 @@ func (l *lone) call(b *testing.B) {
 	}
 }
 
-// startGo9p runs go9p's server with a static toolsrv.rev in its own
-// process and returns an attached connection.
+// startGo9p runs go9p's server with a static toolsrv.rev and a call file
+// answering as nop's call does (callOn) in its own process and returns an attached connection.
 func startGo9p(b *testing.B) *conn9 {
 	b.Helper()
 	bin := helperBin(b, "go9pstatic")

@@ -1,6 +1,7 @@
 // Command go9pstatic is the floor of the 9P benchmarks: go9p's own server
-// with one static file, toolsrv.rev, served over TCP on the address given,
-// in a process of its own as a node is.
+// with a static file, toolsrv.rev, and a file that answers as a call of
+// the benchmarks' nop tool does, call, served over TCP on the address
+// given, in a process of its own as a node is.
 package main
 
 import (
@@ -27,6 +28,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	if err := root.AddChild(&callFile{BaseFile: *fs.NewBaseFile(fsys.NewStat("call", "u", "g", 0o666))}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	ln, err := net.Listen("tcp", os.Args[1])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -40,4 +45,21 @@ func main() {
 		}
 		go go9p.ServeReadWriter(bufio.NewReader(c), c, fsys.Server())
 	}
+}
+
+// callFile takes any write whole and reads "ok\n", then the end: the 9P
+// messages of a call of nop with no work behind them, so that a client
+// can time the protocol's share of a call.
+type callFile struct{ fs.BaseFile }
+
+func (f *callFile) Write(fid uint64, offset uint64, data []byte) (uint32, error) {
+	return uint32(len(data)), nil
+}
+
+func (f *callFile) Read(fid uint64, offset uint64, count uint64) ([]byte, error) {
+	const out = "ok\n"
+	if offset >= uint64(len(out)) {
+		return nil, nil
+	}
+	return []byte(out[offset:min(uint64(len(out)), offset+count)]), nil
 }
