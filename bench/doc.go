@@ -14,11 +14,13 @@
 //   - BenchmarkFollowerWrites: writes through a follower against the
 //     same through the leader and through an etcd follower, 1 and 16
 //     clients, each leg in turn (follower_bench_test.go); agent/new
-//     reports the mean time of each of its 9P steps.
-//     BenchmarkFollowerWritesInterleaved: the same for one client with
-//     the legs interleaved write by write, so that they see the same
-//     load, and with TOOLNODE_BENCH_BASELINE a cluster of another binary
-//     beside them.
+//     reports the mean time of each of its 9P steps, every leg its
+//     cluster's CPU per write.
+//     BenchmarkFollowerWritesInterleaved: the same with the legs
+//     interleaved, so that they see the same load: write by write for
+//     one client, burst by burst for 16; with TOOLNODE_BENCH_BASELINE a
+//     cluster of another binary beside them; the agent/new and etcd legs
+//     report their cluster's CPU and thread wake-ups per write.
 //   - BenchmarkFailover: SIGKILL the leader of a three-node cluster and
 //     time the first write a survivor accepts.
 //   - BenchmarkJoinToVoter: start a third node with -join beside a

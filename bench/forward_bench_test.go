@@ -105,6 +105,15 @@ func cpuTicks(b *testing.B, c *tcluster) int64 {
 	return sum
 }
 
+// procs are the node processes of c.
+func (c *tcluster) procs() []*proc {
+	ps := make([]*proc, len(c.nodes))
+	for i, n := range c.nodes {
+		ps[i] = n.p
+	}
+	return ps
+}
+
 // BenchmarkAgentReads measures one client reading an agent's loaded set
 // (walk, open, read, clunk of session/S/agent/A/tools) on the leader,
 // which answers from its own state, and on a follower, which first checks

@@ -195,24 +195,89 @@ func (n *Node) serveForward(c net.Conn) {
 			return
 		}
 		var resp fwdResponse
+		n.fwdIn.begin(req.From)
 		if n.raft.State() != raft.Leader {
 			resp.Err, resp.Kind = "this node is no longer the leader", "notleader"
 		} else if r, index, err := n.applyHere(req.Cmd, applyTimeout, "node at "+c.RemoteAddr().String()); err != nil {
 			resp.Err, resp.Kind = err.Error(), errKind(err)
 		} else {
 			resp.Index, resp.Name = index, r.Name
-			// The forwarding node applies it at once (it waits for it,
-			// or its next walk may). For load and unload its next read
-			// of agent state waits, and that read's ReadIndex brings
-			// the notice.
-			if noticeAtCommit(raftfsm.TypeOf(req.Cmd)) {
-				n.tellCommitted(raft.ServerID(req.From), raft.ServerAddress(req.Addr), index)
-			}
 		}
-		if err := writeMsg(c, resp); err != nil {
+		err := writeMsg(c, resp)
+		// The forwarding node applies the write at once (it waits for
+		// it, or its next walk may). It is told once it has its answer,
+		// which the notice need not delay. For load and unload its next
+		// read of agent state waits, and that read's ReadIndex brings
+		// the notice.
+		var tell uint64
+		if noticeAtCommit(raftfsm.TypeOf(req.Cmd)) {
+			tell = resp.Index
+		}
+		if index := n.fwdIn.end(req.From, tell); index != 0 {
+			n.tellCommitted(raft.ServerID(req.From), raft.ServerAddress(req.Addr), index)
+		}
+		if err != nil {
 			return
 		}
 	}
+}
+
+// fwdInflight counts, on the leader, the forwarded writes of each
+// follower being applied, and holds back the commit notice a finished
+// one asks for while others of the same follower are still in flight:
+// the last to finish tells the follower of the highest entry any of them
+// committed, which commits everything before it. A follower whose
+// writers keep the leader busy thus gets one notice per lull instead of
+// one per write (an AppendEntries round trip, and a turn of its Raft loop
+// and FSM each), and meanwhile learns the commits from the leader's
+// AppendEntries of the writes that follow. A write that waits for its
+// own apply on the follower (a kill) waits at most for the writes in
+// flight beside it, or the leader's next AppendEntries.
+type fwdInflight struct {
+	mu sync.Mutex
+	m  map[string]*heldNotice // by the follower's server ID
+}
+
+type heldNotice struct {
+	writes int    // in flight
+	index  uint64 // the highest committed entry to tell, 0: none
+}
+
+// begin counts a forwarded write of the follower from.
+func (f *fwdInflight) begin(from string) {
+	if from == "" {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil {
+		f.m = map[string]*heldNotice{}
+	}
+	h := f.m[from]
+	if h == nil {
+		h = &heldNotice{}
+		f.m[from] = h
+	}
+	h.writes++
+}
+
+// end counts a forwarded write of from as finished, index the entry it
+// committed that the follower should be told of (0: none), and returns
+// the index to tell it of now: 0 while others are in flight.
+func (f *fwdInflight) end(from string, index uint64) uint64 {
+	if from == "" {
+		return index
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	h := f.m[from]
+	h.writes--
+	h.index = max(h.index, index)
+	if h.writes > 0 {
+		return 0
+	}
+	delete(f.m, from)
+	return h.index
 }
 
 // connPool keeps idle cluster-port connections per address: forwarded

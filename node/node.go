@@ -48,6 +48,7 @@ type Node struct {
 	fsm       *raftfsm.FSM
 	raft      *raft.Raft
 	wal       *wal.WAL
+	logs      *logCache // Raft's log store: the WAL behind a cache of its recent entries
 	walMeta   *metadb.BoltMetaDB
 	snaps     *raft.FileSnapshotStore
 	transport raft.Transport
@@ -58,6 +59,7 @@ type Node struct {
 	callConns connPool      // routed calls, per node address
 	nudge     nudger        // retry.go
 	notices   commitNotices // notice.go
+	fwdIn     fwdInflight   // forwarded writes being applied, per follower (forward.go)
 	ri        readIndex     // readindex.go
 	route     router
 	rep       replica // servers and clients (replica.go)
@@ -313,6 +315,7 @@ func (n *Node) startRaft() error {
 		return fmt.Errorf("open raft log in %s: %w", dir, err)
 	}
 	n.wal = w
+	n.logs = newLogCache(w)
 	n.steps.step("raft log opened")
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hl)
 	if err != nil {
@@ -329,7 +332,7 @@ func (n *Node) startRaft() error {
 	rc := n.raftConfig(hl)
 	notify := make(chan bool, 8)
 	rc.NotifyCh = notify
-	has, err := raft.HasExistingState(w, w, snaps)
+	has, err := raft.HasExistingState(n.logs, w, snaps)
 	if err != nil {
 		return fmt.Errorf("read raft state: %w", err)
 	}
@@ -342,14 +345,14 @@ func (n *Node) startRaft() error {
 		conf := raft.Configuration{Servers: []raft.Server{{
 			Suffrage: raft.Voter, ID: rc.LocalID, Address: n.transport.LocalAddr(),
 		}}}
-		if err := raft.BootstrapCluster(rc, w, w, snaps, n.transport, conf); err != nil {
+		if err := raft.BootstrapCluster(rc, n.logs, w, snaps, n.transport, conf); err != nil {
 			return fmt.Errorf("bootstrap raft: %w", err)
 		}
 	default:
 		n.logger.Printf("no raft state in %s: joining through %s; the leader will add this node", dir, strings.Join(n.cfg.Join, ","))
 	}
 	n.steps.step("cluster port, raft state checked", "existing", has)
-	r, err := raft.NewRaft(rc, fsmFeed{n}, w, w, snaps, n.transport)
+	r, err := raft.NewRaft(rc, fsmFeed{n}, n.logs, w, snaps, n.transport)
 	if err != nil {
 		return fmt.Errorf("start raft: %w", err)
 	}

@@ -68,7 +68,7 @@ func (n *Node) tellCommitted(id raft.ServerID, addr raft.ServerAddress, index ui
 		return
 	}
 	var l raft.Log
-	if err := n.wal.GetLog(index, &l); err != nil {
+	if err := n.logs.GetLog(index, &l); err != nil {
 		n.nudgeFollowers()
 		return
 	}
