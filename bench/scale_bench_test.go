@@ -154,22 +154,9 @@ func runScale(b *testing.B, size int, leg string) {
 			}
 		}
 	}
-	begin := time.Now()
-	start(c.nodes[0])
-	ready(c.nodes[0])
-	for _, n := range c.nodes[1:seeds] {
-		start(n)
-	}
-	for _, n := range c.nodes[1:seeds] {
-		ready(n)
-	}
-	for _, n := range c.nodes[seeds:] {
-		start(n)
-	}
-	launched := time.Now()
-	// Each node is asked by a goroutine of its own, once a second: one
-	// that is slow to answer under the load of a hundred starts holds up
-	// no other's measurement.
+	// Each node is asked by a goroutine of its own, once a second from
+	// its launch: one that is slow to answer under the load of a hundred
+	// starts holds up no other's measurement.
 	hc := &http.Client{Timeout: 5 * time.Second}
 	var fmu sync.Mutex
 	done := map[string]bool{}
@@ -178,30 +165,67 @@ func runScale(b *testing.B, size int, leg string) {
 	allFormed := make(chan struct{})
 	stopPoll := make(chan struct{})
 	defer close(stopPoll)
-	for _, n := range c.nodes {
-		go func() {
-			for {
-				err := formedNode(hc, n, metricsAddr[n.name], size, floor)
-				fmu.Lock()
-				if err == nil {
-					done[n.name] = true
-					startTicks[n.name] = procTicksOr0(n.p.cmd.Process.Pid)
-					if len(done) == size {
-						close(allFormed)
-					}
-					fmu.Unlock()
-					return
+	poll := func(n *tnode) {
+		for {
+			err := formedNode(hc, n, metricsAddr[n.name], size, floor)
+			fmu.Lock()
+			if err == nil {
+				done[n.name] = true
+				startTicks[n.name] = procTicksOr0(n.p.cmd.Process.Pid)
+				if len(done) == size {
+					close(allFormed)
 				}
-				why[n.name] = err.Error()
 				fmu.Unlock()
-				select {
-				case <-stopPoll:
-					return
-				case <-time.After(time.Second):
-				}
+				return
 			}
-		}()
+			why[n.name] = err.Error()
+			fmu.Unlock()
+			select {
+			case <-stopPoll:
+				return
+			case <-time.After(time.Second):
+			}
+		}
 	}
+	launch := func(n *tnode) {
+		start(n)
+		go poll(n)
+	}
+	// TOOLNODE_SCALE_WAVE=K launches the nodes past the seeds K at a
+	// time, each wave once the one before serves; 0 (the default): all
+	// at once.
+	wave := 0
+	if s := os.Getenv("TOOLNODE_SCALE_WAVE"); s != "" {
+		var err error
+		if wave, err = strconv.Atoi(s); err != nil {
+			b.Fatalf("TOOLNODE_SCALE_WAVE=%q: %v", s, err)
+		}
+	}
+	begin := time.Now()
+	launch(c.nodes[0])
+	ready(c.nodes[0])
+	for _, n := range c.nodes[1:seeds] {
+		launch(n)
+	}
+	for _, n := range c.nodes[1:seeds] {
+		ready(n)
+	}
+	for rest := c.nodes[seeds:]; len(rest) > 0; {
+		k := len(rest)
+		if wave > 0 {
+			k = min(wave, k)
+		}
+		for _, n := range rest[:k] {
+			launch(n)
+		}
+		if k < len(rest) {
+			for _, n := range rest[:k] {
+				ready(n)
+			}
+		}
+		rest = rest[k:]
+	}
+	launched := time.Now()
 	deadline := time.NewTimer(time.Until(begin.Add(120 * time.Second)))
 	defer deadline.Stop()
 	note := time.NewTicker(10 * time.Second)
