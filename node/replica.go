@@ -22,10 +22,12 @@ import (
 // change stream of what the FSM applies. Any other node is a client: a
 // stream.Follower feeds the same FSM from a server's stream, so the node
 // serves the same tree from a full local replica, and forwards writes to
-// the leader the stream names. Every node starts Raft (a client's is idle:
-// in no configuration, it neither votes nor campaigns), so a client that
-// the leader adds to Raft becomes a server without a restart: its role
-// loop sees itself in the configuration and stops following.
+// the leader the stream names. A client that joined with no Raft state
+// has not opened Raft (lazyraft.go); one restarted on Raft state has, idle
+// (in no configuration, it neither votes nor campaigns). Either way a
+// client the leader adds to Raft becomes a server without a restart: the
+// leader's first request opens Raft if need be, and the role loop sees the
+// node in the configuration and stops following.
 //
 // One FSM, two feeds: feedMu orders them. Raft's feed marks the FSM as
 // Raft's (raftFed) and the stream's feed stops when it sees that; an
