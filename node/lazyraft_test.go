@@ -1,6 +1,7 @@
 package node
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -115,5 +116,52 @@ func Test_Client_OpensRaftOnlyWhenAdded(t *testing.T) {
 	waitFor(t, "the write on n5", 5*time.Second, func() bool { return strings.Contains(readFile(t, f5, "session/idx"), "after") })
 	if got := readFile(t, f5, "session/idx"); !strings.Contains(got, "before") {
 		t.Fatalf("n5 lost a write: %q", got)
+	}
+}
+
+// A client restarted on its data directory without -join has no Raft
+// state, but it has been in a cluster (it remembers its peers): it joins
+// them again as a client instead of bootstrapping a cluster of its own.
+func Test_Client_RestartedWithoutJoinDoesNotBootstrap(t *testing.T) {
+	root := t.TempDir()
+	l := listen(t) // a free port for n2's gossip, the same after the restart
+	g2 := l.Addr().String()
+	l.Close()
+	start := func(name, gossip string, join ...string) *Node {
+		t.Helper()
+		n, err := New(Config{
+			Name: name, DataDir: filepath.Join(root, name),
+			GossipAddr: gossip, Join: join, Voters: 1,
+			P9Listener: listen(t), ClusterListener: listen(t),
+			LogOutput: testWriter{t},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.Close() })
+		return n
+	}
+	n1 := start("n1", "127.0.0.1:0")
+	n2 := start("n2", g2, n1.gossip.LocalAddr())
+	waitFor(t, "n2 to follow n1", 15*time.Second, func() bool { return n2.Ready() == nil })
+	waitFor(t, "n2 to remember its peers", 10*time.Second, func() bool {
+		_, err := os.Stat(n2.peersFile())
+		return err == nil
+	})
+	f1 := mount(t, n1.P9Addr())
+	mustAsk(t, f1, "session/new", "name=kept")
+	n2.Close()
+
+	n2 = start("n2", g2) // no -join
+	if n2.raftNode() != nil || raftStateOnDisk(n2.raftDir()) {
+		t.Fatal("the restarted client opened Raft: it bootstrapped a cluster of its own")
+	}
+	waitFor(t, "n2 to follow n1 again", 15*time.Second, func() bool { return n2.Ready() == nil })
+	f2 := mount(t, n2.P9Addr())
+	if got := readFile(t, f2, "session/idx"); !strings.Contains(got, "kept") {
+		t.Fatalf("the restarted client lacks the cluster's state: %q", got)
+	}
+	if got := readFile(t, f2, "node"); !strings.Contains(got, "role client\n") {
+		t.Fatalf("the restarted client is not a client:\n%s", got)
 	}
 }

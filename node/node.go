@@ -314,8 +314,8 @@ func (n *Node) startRaft() error {
 	} else if err := n.startClusterPort(n.raftLog); err != nil {
 		return err
 	}
-	if n.cfg.RaftTransport == nil && len(n.cfg.Join) > 0 && !raftStateOnDisk(n.raftDir()) {
-		n.logger.Printf("no raft state in %s: joining through %s; the leader will add this node, or it stays a client", n.raftDir(), strings.Join(n.cfg.Join, ","))
+	if n.cfg.RaftTransport == nil && n.joins() && !raftStateOnDisk(n.raftDir()) {
+		n.logger.Printf("no raft state in %s: joining; the leader will add this node, or it stays a client", n.raftDir())
 		n.raftLazy.Store(true)
 		n.steps.step("cluster port; no raft state: Raft opens when the leader adds this node")
 		return nil
@@ -324,6 +324,17 @@ func (n *Node) startRaft() error {
 }
 
 func (n *Node) raftDir() string { return filepath.Join(n.cfg.DataDir, "raft") }
+
+// joins reports whether this node joins a cluster rather than
+// bootstrapping one: it has -join, or the peers it last saw (a client
+// restarted without -join has no Raft state, but has been in a cluster).
+func (n *Node) joins() bool {
+	if len(n.cfg.Join) > 0 {
+		return true
+	}
+	_, err := os.Stat(n.peersFile())
+	return err == nil
+}
 
 // openRaft opens Raft's log and snapshots, bootstraps a cluster of one
 // when there is no state and nothing to join, and starts Raft. late: the
@@ -364,7 +375,7 @@ func (n *Node) openRaft(late bool) error {
 	case has:
 		n.hadState = true
 		n.logger.Printf("raft state found in %s: rejoining with it", dir)
-	case len(n.cfg.Join) == 0 && !late:
+	case !n.joins() && !late:
 		n.logger.Printf("no raft state in %s and no -join: bootstrapping a cluster of one", dir)
 		conf := raft.Configuration{Servers: []raft.Server{{
 			Suffrage: raft.Voter, ID: rc.LocalID, Address: n.transport.LocalAddr(),
@@ -375,7 +386,7 @@ func (n *Node) openRaft(late bool) error {
 	case late:
 		n.logger.Printf("raft: the leader is adding this node: opening the raft log in %s", dir)
 	default:
-		n.logger.Printf("no raft state in %s: joining through %s; the leader will add this node", dir, strings.Join(n.cfg.Join, ","))
+		n.logger.Printf("no raft state in %s: joining; the leader will add this node", dir)
 	}
 	step("raft state checked", "existing", has)
 	r, err := raft.NewRaft(rc, fsmFeed{n}, w, w, snaps, n.transport)
