@@ -18,7 +18,8 @@ import (
 )
 
 // BenchmarkScale starts N real node processes on loopback (n1 bootstraps,
-// n2-n5 join it, the others join all at once) and measures, per leg:
+// n2-n5 join it, the others join all at once, or in waves) and measures,
+// per leg:
 //
 //   - formed-s: from n1's start until every node lists N alive members
 //     and answers /readyz (a server: it knows a leader and has applied
@@ -39,7 +40,10 @@ import (
 // clients); "allraft" makes every node a Raft server (-servers N), as
 // every node was before clients existed; "baseline" is "clients" with the
 // binary TOOLNODE_BENCH_BASELINE names (an older build); "commit250" is
-// "clients" with -raft-commit-timeout 250ms. The floors (bench/internal/
+// "clients" with -raft-commit-timeout 250ms; "waves" is "clients" with the
+// nodes past the seeds launched TOOLNODE_SCALE_WAVE (default 10) at a
+// time, each wave once the one before serves (its own start, not its
+// formation, so the waves overlap). The floors (bench/internal/
 // gossipfloor) count as clients: "gossip" runs the cluster package's
 // memberlist at the node's settings and nothing else
 // (TOOLNODE_SCALE_FLOOR_ARGS adds flags to it), "nothing" a Go process
@@ -191,14 +195,17 @@ func runScale(b *testing.B, size int, leg string) {
 		start(n)
 		go poll(n)
 	}
-	// TOOLNODE_SCALE_WAVE=K launches the nodes past the seeds K at a
-	// time, each wave once the one before serves; 0 (the default): all
-	// at once.
+	// Leg "waves" launches the nodes past the seeds TOOLNODE_SCALE_WAVE
+	// (default 10) at a time, each wave once the one before serves; the
+	// other legs launch them all at once.
 	wave := 0
-	if s := os.Getenv("TOOLNODE_SCALE_WAVE"); s != "" {
-		var err error
-		if wave, err = strconv.Atoi(s); err != nil {
-			b.Fatalf("TOOLNODE_SCALE_WAVE=%q: %v", s, err)
+	if leg == "waves" {
+		wave = 10
+		if s := os.Getenv("TOOLNODE_SCALE_WAVE"); s != "" {
+			var err error
+			if wave, err = strconv.Atoi(s); err != nil || wave < 1 {
+				b.Fatalf("TOOLNODE_SCALE_WAVE=%q: want a number of nodes", s)
+			}
 		}
 	}
 	begin := time.Now()
