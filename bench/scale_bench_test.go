@@ -158,9 +158,11 @@ func runScale(b *testing.B, size int, leg string) {
 			}
 		}
 	}
-	// Each node is asked by a goroutine of its own, once a second from
-	// its launch: one that is slow to answer under the load of a hundred
-	// starts holds up no other's measurement.
+	// Each node is asked by a goroutine of its own from its launch: one
+	// that is slow to answer under the load of a hundred starts holds up
+	// no other's measurement. Every 10 ms × N (at least 250 ms): the
+	// harness asks about 100 times a second in all, whatever N.
+	every := max(250*time.Millisecond, time.Duration(size)*10*time.Millisecond)
 	hc := &http.Client{Timeout: 5 * time.Second}
 	var fmu sync.Mutex
 	done := map[string]bool{}
@@ -187,7 +189,7 @@ func runScale(b *testing.B, size int, leg string) {
 			select {
 			case <-stopPoll:
 				return
-			case <-time.After(time.Second):
+			case <-time.After(every):
 			}
 		}
 	}
@@ -284,7 +286,8 @@ wait:
 
 	// Idle means after the settling push/pulls a node makes for 30 s
 	// after its join (cluster.settle), and scaleSettle after formation.
-	time.Sleep(max(scaleSettle, time.Until(launched.Add(settlePeriod))))
+	// TOOLNODE_SCALE_IDLE=0 measures no idle window: formation and the
+	// CPU of the starts alone, in a few seconds a round.
 	window := idleWindow
 	if s := os.Getenv("TOOLNODE_SCALE_IDLE"); s != "" {
 		d, err := time.ParseDuration(s)
@@ -292,6 +295,10 @@ wait:
 			b.Fatalf("TOOLNODE_SCALE_IDLE=%q: %v", s, err)
 		}
 		window = d
+	}
+	idle := window > 0
+	if idle {
+		time.Sleep(max(scaleSettle, time.Until(launched.Add(settlePeriod))))
 	}
 	before := map[string]uint64{}
 	wakesBefore := map[string]uint64{}
@@ -301,7 +308,7 @@ wait:
 	}
 	began := time.Now()
 	time.Sleep(window)
-	elapsed := time.Since(began).Seconds()
+	elapsed := max(time.Since(began).Seconds(), 1e-3)
 	var total, leader float64
 	var servers, clients []float64
 	var leaderRSS float64
@@ -311,8 +318,11 @@ wait:
 	var serverStart, clientStart []float64
 	for _, n := range c.nodes {
 		pid := n.p.cmd.Process.Pid
-		pct := float64(procTicks(b, pid)-before[n.name]) / clockTicks / elapsed * 100
-		wakes := float64(procSwitches(pid)-wakesBefore[n.name]) / elapsed
+		var pct, wakes float64
+		if idle {
+			pct = float64(procTicks(b, pid)-before[n.name]) / clockTicks / elapsed * 100
+			wakes = float64(procSwitches(pid)-wakesBefore[n.name]) / elapsed
+		}
 		startMs := float64(startTicks[n.name]) * 1000 / clockTicks
 		rss := rssMiB(b, pid)
 		total += pct
