@@ -309,14 +309,17 @@ func (n *Node) raftConfig(hl hclog.Logger) *raft.Config {
 // (lazyraft.go).
 func (n *Node) startRaft() error {
 	n.raftLog = n.raftLogger()
+	// Decided before the port opens: the leader's first request may come
+	// at once.
+	lazy := n.cfg.RaftTransport == nil && n.joins() && !raftStateOnDisk(n.raftDir())
+	n.raftLazy.Store(lazy)
 	if n.cfg.RaftTransport != nil {
 		n.transport = n.cfg.RaftTransport
 	} else if err := n.startClusterPort(n.raftLog); err != nil {
 		return err
 	}
-	if n.cfg.RaftTransport == nil && n.joins() && !raftStateOnDisk(n.raftDir()) {
+	if lazy {
 		n.logger.Printf("no raft state in %s: joining; the leader will add this node, or it stays a client", n.raftDir())
-		n.raftLazy.Store(true)
 		n.steps.step("cluster port; no raft state: Raft opens when the leader adds this node")
 		return nil
 	}
