@@ -18,7 +18,8 @@ import (
 )
 
 // BenchmarkScale starts N real node processes on loopback (n1 bootstraps,
-// n2-n5 join it, the others join all at once) and measures, per leg:
+// n2-n5 join it, the others join all at once, or in waves) and measures,
+// per leg:
 //
 //   - formed-s: from n1's start until every node lists N alive members
 //     and answers /readyz (a server: it knows a leader and has applied
@@ -39,7 +40,10 @@ import (
 // clients); "allraft" makes every node a Raft server (-servers N), as
 // every node was before clients existed; "baseline" is "clients" with the
 // binary TOOLNODE_BENCH_BASELINE names (an older build); "commit250" is
-// "clients" with -raft-commit-timeout 250ms. The floors (bench/internal/
+// "clients" with -raft-commit-timeout 250ms; "waves" is "clients" with the
+// nodes past the seeds launched TOOLNODE_SCALE_WAVE (default 10) at a
+// time, each wave once the one before serves (its own start, not its
+// formation, so the waves overlap). The floors (bench/internal/
 // gossipfloor) count as clients: "gossip" runs the cluster package's
 // memberlist at the node's settings and nothing else
 // (TOOLNODE_SCALE_FLOOR_ARGS adds flags to it), "nothing" a Go process
@@ -154,22 +158,11 @@ func runScale(b *testing.B, size int, leg string) {
 			}
 		}
 	}
-	begin := time.Now()
-	start(c.nodes[0])
-	ready(c.nodes[0])
-	for _, n := range c.nodes[1:seeds] {
-		start(n)
-	}
-	for _, n := range c.nodes[1:seeds] {
-		ready(n)
-	}
-	for _, n := range c.nodes[seeds:] {
-		start(n)
-	}
-	launched := time.Now()
-	// Each node is asked by a goroutine of its own, once a second: one
+	// Each node is asked by a goroutine of its own from its launch: one
 	// that is slow to answer under the load of a hundred starts holds up
-	// no other's measurement.
+	// no other's measurement. Every 10 ms × N (at least 250 ms): the
+	// harness asks about 100 times a second in all, whatever N.
+	every := max(250*time.Millisecond, time.Duration(size)*10*time.Millisecond)
 	hc := &http.Client{Timeout: 5 * time.Second}
 	var fmu sync.Mutex
 	done := map[string]bool{}
@@ -178,30 +171,70 @@ func runScale(b *testing.B, size int, leg string) {
 	allFormed := make(chan struct{})
 	stopPoll := make(chan struct{})
 	defer close(stopPoll)
-	for _, n := range c.nodes {
-		go func() {
-			for {
-				err := formedNode(hc, n, metricsAddr[n.name], size, floor)
-				fmu.Lock()
-				if err == nil {
-					done[n.name] = true
-					startTicks[n.name] = procTicksOr0(n.p.cmd.Process.Pid)
-					if len(done) == size {
-						close(allFormed)
-					}
-					fmu.Unlock()
-					return
+	poll := func(n *tnode) {
+		for {
+			err := formedNode(hc, n, metricsAddr[n.name], size, floor)
+			fmu.Lock()
+			if err == nil {
+				done[n.name] = true
+				startTicks[n.name] = procTicksOr0(n.p.cmd.Process.Pid)
+				if len(done) == size {
+					close(allFormed)
 				}
-				why[n.name] = err.Error()
 				fmu.Unlock()
-				select {
-				case <-stopPoll:
-					return
-				case <-time.After(time.Second):
-				}
+				return
 			}
-		}()
+			why[n.name] = err.Error()
+			fmu.Unlock()
+			select {
+			case <-stopPoll:
+				return
+			case <-time.After(every):
+			}
+		}
 	}
+	launch := func(n *tnode) {
+		start(n)
+		go poll(n)
+	}
+	// Leg "waves" launches the nodes past the seeds TOOLNODE_SCALE_WAVE
+	// (default 10) at a time, each wave once the one before serves; the
+	// other legs launch them all at once.
+	wave := 0
+	if leg == "waves" {
+		wave = 10
+		if s := os.Getenv("TOOLNODE_SCALE_WAVE"); s != "" {
+			var err error
+			if wave, err = strconv.Atoi(s); err != nil || wave < 1 {
+				b.Fatalf("TOOLNODE_SCALE_WAVE=%q: want a number of nodes", s)
+			}
+		}
+	}
+	begin := time.Now()
+	launch(c.nodes[0])
+	ready(c.nodes[0])
+	for _, n := range c.nodes[1:seeds] {
+		launch(n)
+	}
+	for _, n := range c.nodes[1:seeds] {
+		ready(n)
+	}
+	for rest := c.nodes[seeds:]; len(rest) > 0; {
+		k := len(rest)
+		if wave > 0 {
+			k = min(wave, k)
+		}
+		for _, n := range rest[:k] {
+			launch(n)
+		}
+		if k < len(rest) {
+			for _, n := range rest[:k] {
+				ready(n)
+			}
+		}
+		rest = rest[k:]
+	}
+	launched := time.Now()
 	deadline := time.NewTimer(time.Until(begin.Add(120 * time.Second)))
 	defer deadline.Stop()
 	note := time.NewTicker(10 * time.Second)
@@ -253,7 +286,8 @@ wait:
 
 	// Idle means after the settling push/pulls a node makes for 30 s
 	// after its join (cluster.settle), and scaleSettle after formation.
-	time.Sleep(max(scaleSettle, time.Until(launched.Add(settlePeriod))))
+	// TOOLNODE_SCALE_IDLE=0 measures no idle window: formation and the
+	// CPU of the starts alone, in a few seconds a round.
 	window := idleWindow
 	if s := os.Getenv("TOOLNODE_SCALE_IDLE"); s != "" {
 		d, err := time.ParseDuration(s)
@@ -261,6 +295,10 @@ wait:
 			b.Fatalf("TOOLNODE_SCALE_IDLE=%q: %v", s, err)
 		}
 		window = d
+	}
+	idle := window > 0
+	if idle {
+		time.Sleep(max(scaleSettle, time.Until(launched.Add(settlePeriod))))
 	}
 	before := map[string]uint64{}
 	wakesBefore := map[string]uint64{}
@@ -270,7 +308,7 @@ wait:
 	}
 	began := time.Now()
 	time.Sleep(window)
-	elapsed := time.Since(began).Seconds()
+	elapsed := max(time.Since(began).Seconds(), 1e-3)
 	var total, leader float64
 	var servers, clients []float64
 	var leaderRSS float64
@@ -280,8 +318,11 @@ wait:
 	var serverStart, clientStart []float64
 	for _, n := range c.nodes {
 		pid := n.p.cmd.Process.Pid
-		pct := float64(procTicks(b, pid)-before[n.name]) / clockTicks / elapsed * 100
-		wakes := float64(procSwitches(pid)-wakesBefore[n.name]) / elapsed
+		var pct, wakes float64
+		if idle {
+			pct = float64(procTicks(b, pid)-before[n.name]) / clockTicks / elapsed * 100
+			wakes = float64(procSwitches(pid)-wakesBefore[n.name]) / elapsed
+		}
 		startMs := float64(startTicks[n.name]) * 1000 / clockTicks
 		rss := rssMiB(b, pid)
 		total += pct

@@ -193,9 +193,13 @@ func (n *Node) roles() (map[string]string, string) {
 	if !n.rep.isServer.Load() {
 		return n.clientRoles()
 	}
+	r := n.raftNode()
+	if r == nil {
+		return n.clientRoles()
+	}
 	roles := map[string]string{}
-	_, leaderID := n.raft.LeaderWithID()
-	if f := n.raft.GetConfiguration(); f.Error() == nil {
+	_, leaderID := r.LeaderWithID()
+	if f := r.GetConfiguration(); f.Error() == nil {
 		for _, s := range f.Configuration().Servers {
 			role := "voter"
 			if s.Suffrage != raft.Voter {

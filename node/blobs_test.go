@@ -113,7 +113,7 @@ func Test_Blobs_FetchOverClusterPort(t *testing.T) {
 		t.Fatalf("the log's record: %+v", tl)
 	}
 	// The log carries no executable bytes: its last entries are small.
-	last := n1.raft.LastIndex()
+	last := n1.raftNode().LastIndex()
 	for i := last; i > 0 && i+10 > last; i-- {
 		var l raft.Log
 		if err := n1.wal.GetLog(i, &l); err == nil && len(l.Data) > 64<<10 {
@@ -241,7 +241,7 @@ func Test_Blobs_OldFormatEntries(t *testing.T) {
 		t.Fatal("a new leader accepts a command carrying an executable")
 	}
 	// Written around the validator, as an older leader wrote it.
-	if err := leader.raft.Apply(old, 5*time.Second).Error(); err != nil {
+	if err := leader.raftNode().Apply(old, 5*time.Second).Error(); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range []*Node{n1, n2} {

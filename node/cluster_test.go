@@ -36,7 +36,11 @@ func startMemberAt(t testing.TB, name, root, gossip string, join ...string) *Nod
 }
 
 func voters(n *Node) []string {
-	f := n.raft.GetConfiguration()
+	r := n.raftNode()
+	if r == nil {
+		return nil // a client that has not opened Raft yet
+	}
+	f := r.GetConfiguration()
 	if f.Error() != nil {
 		return nil
 	}
@@ -51,7 +55,7 @@ func voters(n *Node) []string {
 
 func leaderOf(nodes ...*Node) *Node {
 	for _, n := range nodes {
-		if n.raft.State() == raft.Leader {
+		if n.leading() {
 			return n
 		}
 	}
@@ -132,7 +136,7 @@ func Test_Cluster_WholeClusterRestart(t *testing.T) {
 	// The leader last, so the others are removed while it leads.
 	order := []*Node{}
 	for _, n := range []*Node{n1, n2, n3} {
-		if n.raft.State() != raft.Leader {
+		if !n.leading() {
 			order = append(order, n)
 		}
 	}

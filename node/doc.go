@@ -41,8 +41,11 @@
 // stream.Hub serves the change stream of what the FSM applies (protocol
 // byte 'S'); any other node is a client whose stream.Follower feeds the
 // same FSM from a server, and whose writes go to the leader the stream
-// names (replica.go). The leader keeps -voters voters and -servers
-// servers in all, taking nodes that ask (-server) first (leader.go).
+// names (replica.go). A node that joins with no Raft state opens Raft
+// only when the leader's first Raft request reaches it (lazyraft.go): a
+// client that is never added spends nothing on Raft. The leader keeps
+// -voters voters and -servers servers in all, taking nodes that ask
+// (-server) first (leader.go).
 // It checks 9P attaches against the tokens in its FSM,
 // serves token/, ends a revoked token's connections and makes its own
 // admin token at first start (tokens.go). With Config.AuditFile, every
@@ -66,7 +69,8 @@
 // ended and its toolnode session removed (mcp.go).
 //
 // Start order (New): the directories are watched, then the tools
-// directory is read in the background while Raft opens its log,
+// directory is read in the background while the cluster port opens and
+// (unless the node joins with no Raft state) Raft opens its log,
 // restores its snapshot and (a lone voter) elects itself at once; a
 // restarted lone voter then waits on a Barrier until the log it found is
 // applied. The catalog ignores the FSM's updates meanwhile and is built

@@ -196,7 +196,7 @@ func (n *Node) serveForward(c net.Conn) {
 		}
 		var resp fwdResponse
 		n.fwdIn.begin(req.From)
-		if n.raft.State() != raft.Leader {
+		if !n.leading() {
 			resp.Err, resp.Kind = "this node is no longer the leader", "notleader"
 		} else if r, index, err := n.applyHere(req.Cmd, applyTimeout, "node at "+c.RemoteAddr().String()); err != nil {
 			resp.Err, resp.Kind = err.Error(), errKind(err)

@@ -378,7 +378,7 @@ func (c *inmemCluster) crash(name string) {
 	c.isolate(m)
 	n := m.node
 	c.mu.Unlock()
-	if err := n.raft.Shutdown().Error(); err != nil {
+	if err := n.raftNode().Shutdown().Error(); err != nil {
 		c.t.Fatalf("crash %s: raft shutdown: %v", name, err)
 	}
 }
@@ -540,7 +540,7 @@ func (c *inmemCluster) leader() *Node {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, name := range c.order {
-		if m := c.members[name]; !m.down && m.node != nil && m.node.raft.State() == raft.Leader {
+		if m := c.members[name]; !m.down && m.node != nil && m.node.raftNode().State() == raft.Leader {
 			return m.node
 		}
 	}
@@ -555,7 +555,7 @@ func (c *inmemCluster) waitLeader(names ...string) *Node {
 	waitFor(c.t, fmt.Sprintf("a leader among %v", names), 10*time.Second, func() bool {
 		l = nil
 		for _, name := range names {
-			if n := c.node(name); n.raft.State() == raft.Leader {
+			if n := c.node(name); n.raftNode().State() == raft.Leader {
 				l = n
 			}
 		}
@@ -563,7 +563,7 @@ func (c *inmemCluster) waitLeader(names ...string) *Node {
 			return false
 		}
 		for _, name := range names {
-			if _, id := c.node(name).raft.LeaderWithID(); string(id) != l.Name() {
+			if _, id := c.node(name).raftNode().LeaderWithID(); string(id) != l.Name() {
 				return false
 			}
 		}
@@ -574,7 +574,7 @@ func (c *inmemCluster) waitLeader(names ...string) *Node {
 
 // suffrages is the Raft configuration as n has it.
 func suffrages(n *Node) map[string]raft.ServerSuffrage {
-	f := n.raft.GetConfiguration()
+	f := n.raftNode().GetConfiguration()
 	if f.Error() != nil {
 		return nil
 	}
@@ -705,7 +705,7 @@ func Test_InMem_MinorityPartition(t *testing.T) {
 	t.Logf("partitioned %v from %v; %s leads the majority %s later", minority, majority, l.Name(), time.Since(start).Round(time.Millisecond))
 	waitFor(t, "the minority to lose its leader", 10*time.Second, func() bool {
 		for _, name := range minority {
-			if addr, _ := c.node(name).raft.LeaderWithID(); addr != "" {
+			if addr, _ := c.node(name).raftNode().LeaderWithID(); addr != "" {
 				return false
 			}
 		}
@@ -930,7 +930,7 @@ func Test_InMem_SnapshotLargeState(t *testing.T) {
 		}
 		return nil
 	})
-	t.Logf("%d tools and %d agents written in %s (%d entries)", tools, sessions*agentsPer, time.Since(begin).Round(time.Millisecond), n.raft.LastIndex())
+	t.Logf("%d tools and %d agents written in %s (%d entries)", tools, sessions*agentsPer, time.Since(begin).Round(time.Millisecond), n.raftNode().LastIndex())
 
 	// What must survive: every tool's record and every agent's loaded set
 	// and revision.
@@ -960,7 +960,7 @@ func Test_InMem_SnapshotLargeState(t *testing.T) {
 		t.Fatalf("s042/a7 = %v", a)
 	}
 
-	if err := n.raft.Snapshot().Error(); err != nil {
+	if err := n.raftNode().Snapshot().Error(); err != nil {
 		t.Fatal(err)
 	}
 	snaps, err := n.snaps.List()

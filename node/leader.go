@@ -68,7 +68,7 @@ func (r *leaderRun) stop() {
 // membership change, and periodically (consul's leader loop is the model).
 func (n *Node) leaderLoop(ctx context.Context) {
 	n.logger.Printf("leading the cluster")
-	if err := n.raft.Barrier(applyTimeout).Error(); err != nil {
+	if err := n.raftNode().Barrier(applyTimeout).Error(); err != nil {
 		n.warnf("leader barrier: %v", err)
 	}
 	for {
@@ -122,7 +122,8 @@ func (n *Node) noteUnreachable(name string, err error) {
 // It reports whether everything was done; if not, the leader loop tries
 // again soon.
 func (n *Node) reconcileMembers() (done bool) {
-	f := n.raft.GetConfiguration()
+	r := n.raftNode() // the leader's: never nil here
+	f := r.GetConfiguration()
 	if err := f.Error(); err != nil {
 		n.warnf("reconcile: reading the raft configuration: %v", err)
 		return false
@@ -190,22 +191,22 @@ func (n *Node) reconcileMembers() (done bool) {
 		}
 		switch {
 		case !known && voters < n.cfg.Voters:
-			if !change("added "+name+" as a voter", n.raft.AddVoter(raft.ServerID(name), addr, 0, wait)) {
+			if !change("added "+name+" as a voter", r.AddVoter(raft.ServerID(name), addr, 0, wait)) {
 				return false
 			}
 			voters++
 			live++
 		case !known:
-			if !change("added "+name+" as a non-voter", n.raft.AddNonvoter(raft.ServerID(name), addr, 0, wait)) {
+			if !change("added "+name+" as a non-voter", r.AddNonvoter(raft.ServerID(name), addr, 0, wait)) {
 				return false
 			}
 			live++
 		case s.Address != addr && s.Suffrage == raft.Voter:
-			if !change("moved "+name+" to "+string(addr), n.raft.AddVoter(s.ID, addr, 0, wait)) {
+			if !change("moved "+name+" to "+string(addr), r.AddVoter(s.ID, addr, 0, wait)) {
 				return false
 			}
 		case s.Address != addr:
-			if !change("moved "+name+" to "+string(addr), n.raft.AddNonvoter(s.ID, addr, 0, wait)) {
+			if !change("moved "+name+" to "+string(addr), r.AddNonvoter(s.ID, addr, 0, wait)) {
 				return false
 			}
 		}
@@ -225,7 +226,7 @@ func (n *Node) reconcileMembers() (done bool) {
 		}
 		switch {
 		case m.State == "left" || (m.State == "alive" && m.Meta.Leaving):
-			if !change("removed "+name+", which left", n.raft.RemoveServer(s.ID, 0, wait)) {
+			if !change("removed "+name+", which left", r.RemoveServer(s.ID, 0, wait)) {
 				return false
 			}
 			if s.Suffrage == raft.Voter {
@@ -234,10 +235,10 @@ func (n *Node) reconcileMembers() (done bool) {
 		case m.State == "dead" && s.Suffrage == raft.Voter && len(spares) > 0:
 			p := spares[0]
 			spares = spares[1:]
-			if !change("promoted "+string(p.ID)+" to replace the failed voter "+name, n.raft.AddVoter(p.ID, p.Address, 0, wait)) {
+			if !change("promoted "+string(p.ID)+" to replace the failed voter "+name, r.AddVoter(p.ID, p.Address, 0, wait)) {
 				return false
 			}
-			if !change("demoted the failed voter "+name, n.raft.DemoteVoter(s.ID, 0, wait)) {
+			if !change("demoted the failed voter "+name, r.DemoteVoter(s.ID, 0, wait)) {
 				return false
 			}
 		}
@@ -245,7 +246,7 @@ func (n *Node) reconcileMembers() (done bool) {
 	for ; voters < n.cfg.Voters && len(spares) > 0; voters++ {
 		p := spares[0]
 		spares = spares[1:]
-		if !change("promoted "+string(p.ID)+" to voter", n.raft.AddVoter(p.ID, p.Address, 0, wait)) {
+		if !change("promoted "+string(p.ID)+" to voter", r.AddVoter(p.ID, p.Address, 0, wait)) {
 			return false
 		}
 	}

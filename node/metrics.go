@@ -65,10 +65,11 @@ func (n *Node) MetricsAddr() string {
 
 // RaftStats is hashicorp/raft's Stats().
 func (n *Node) RaftStats() map[string]string {
-	if n.raft == nil {
+	r := n.raftNode()
+	if r == nil {
 		return nil
 	}
-	return n.raft.Stats()
+	return r.Stats()
 }
 
 // MemberStates counts gossip members by state.
@@ -94,20 +95,21 @@ func (n *Node) P9Conns() int {
 // Ready is nil when the node knows a leader and has applied every entry
 // it knows is committed.
 func (n *Node) Ready() error {
-	if n.raft == nil {
-		return errors.New("raft has not started")
-	}
 	if !n.rep.isServer.Load() {
 		return n.clientReady()
 	}
-	if n.raft.State() != raft.Leader {
-		if addr, _ := n.raft.LeaderWithID(); addr == "" {
+	r := n.raftNode()
+	if r == nil {
+		return errors.New("raft has not started")
+	}
+	if r.State() != raft.Leader {
+		if addr, _ := r.LeaderWithID(); addr == "" {
 			return errors.New("the cluster has no leader this node knows of")
 		}
 	}
 	// Raft's applied index, not the FSM's: configuration changes and the
 	// leader's no-op are applied without reaching the FSM.
-	st := n.raft.Stats()
+	st := r.Stats()
 	commit, _ := strconv.ParseUint(st["commit_index"], 10, 64)
 	applied, _ := strconv.ParseUint(st["applied_index"], 10, 64)
 	if applied < commit {

@@ -357,6 +357,16 @@ var _ raft.StreamLayer = (*raftLayer)(nil)
 
 func (r *raftLayer) Addr() net.Addr { return r.advertise }
 
+// Accept hands Raft's transport the next Raft connection; the first opens
+// Raft on a client that has not (lazyraft.go).
+func (r *raftLayer) Accept() (net.Conn, error) {
+	c, err := r.muxListener.Accept()
+	if err == nil {
+		r.n.wantRaft()
+	}
+	return c, err
+}
+
 // Dial connects to a peer's cluster port and announces Raft.
 func (r *raftLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	return r.n.dialCluster(string(addr), protoRaft, timeout)

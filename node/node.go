@@ -46,7 +46,11 @@ type Node struct {
 	logger *log.Logger
 
 	fsm       *raftfsm.FSM
-	raft      *raft.Raft
+	raftp     atomic.Pointer[raft.Raft] // nil on a client until the leader adds it (lazyraft.go)
+	raftLazy  atomic.Bool               // Raft opens when the leader adds this node
+	raftMu    sync.Mutex                // orders a late open of Raft with Close
+	raftLate  bool                      // a late open has begun (under raftMu)
+	raftLog   hclog.Logger              // Raft's logger, kept for a late open
 	wal       *wal.WAL
 	logs      *logCache // Raft's log store: the WAL behind a cache of its recent entries
 	walMeta   *metadb.BoltMetaDB
@@ -196,7 +200,7 @@ func New(cfg Config) (n *Node, err error) {
 	// A leader publishes its tools directory before 9P opens: read it
 	// once, and build the catalog with its parses.
 	var first *toolScan
-	if n.raft.State() == raft.Leader {
+	if n.leading() {
 		if first = <-ahead; first == nil {
 			first = n.scanTools()
 		}
@@ -301,12 +305,55 @@ func (n *Node) raftConfig(hl hclog.Logger) *raft.Config {
 	return rc
 }
 
+// startRaft opens the cluster port, and Raft on the data directory when
+// this node has Raft state there or bootstraps a cluster; a node that
+// joins with none is a client and opens Raft only when the leader adds it
+// (lazyraft.go).
 func (n *Node) startRaft() error {
-	dir := filepath.Join(n.cfg.DataDir, "raft")
+	n.raftLog = n.raftLogger()
+	// Decided before the port opens: the leader's first request may come
+	// at once.
+	lazy := n.cfg.RaftTransport == nil && n.joins() && !raftStateOnDisk(n.raftDir())
+	n.raftLazy.Store(lazy)
+	if n.cfg.RaftTransport != nil {
+		n.transport = n.cfg.RaftTransport
+	} else if err := n.startClusterPort(n.raftLog); err != nil {
+		return err
+	}
+	if lazy {
+		n.logger.Printf("no raft state in %s: joining; the leader will add this node, or it stays a client", n.raftDir())
+		n.steps.step("cluster port; no raft state: Raft opens when the leader adds this node")
+		return nil
+	}
+	return n.openRaft(false)
+}
+
+func (n *Node) raftDir() string { return filepath.Join(n.cfg.DataDir, "raft") }
+
+// joins reports whether this node joins a cluster rather than
+// bootstrapping one: it has -join, or the peers it last saw (a client
+// restarted without -join has no Raft state, but has been in a cluster).
+func (n *Node) joins() bool {
+	if len(n.cfg.Join) > 0 {
+		return true
+	}
+	_, err := os.Stat(n.peersFile())
+	return err == nil
+}
+
+// openRaft opens Raft's log and snapshots, bootstraps a cluster of one
+// when there is no state and nothing to join, and starts Raft. late: the
+// leader is adding this node, a client until now (lazyraft.go).
+func (n *Node) openRaft(late bool) error {
+	step := n.steps.step
+	if late {
+		step = func(string, ...any) {} // the start's steps are New's alone
+	}
+	dir := n.raftDir()
 	if err := os.MkdirAll(filepath.Join(dir, "wal"), 0o700); err != nil {
 		return fmt.Errorf("raft directory: %w", err)
 	}
-	hl := n.raftLogger()
+	hl := n.raftLog
 	// The WAL does not close a meta store it did not make; holding our own
 	// lets Close release its file lock, so the node can be reopened.
 	n.walMeta = &metadb.BoltMetaDB{}
@@ -316,18 +363,12 @@ func (n *Node) startRaft() error {
 	}
 	n.wal = w
 	n.logs = newLogCache(w)
-	n.steps.step("raft log opened")
+	step("raft log opened")
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hl)
 	if err != nil {
 		return fmt.Errorf("raft snapshots in %s: %w", dir, err)
 	}
 	n.snaps = snaps
-
-	if n.cfg.RaftTransport != nil {
-		n.transport = n.cfg.RaftTransport
-	} else if err := n.startClusterPort(hl); err != nil {
-		return err
-	}
 
 	rc := n.raftConfig(hl)
 	notify := make(chan bool, 8)
@@ -340,7 +381,7 @@ func (n *Node) startRaft() error {
 	case has:
 		n.hadState = true
 		n.logger.Printf("raft state found in %s: rejoining with it", dir)
-	case len(n.cfg.Join) == 0:
+	case !n.joins() && !late:
 		n.logger.Printf("no raft state in %s and no -join: bootstrapping a cluster of one", dir)
 		conf := raft.Configuration{Servers: []raft.Server{{
 			Suffrage: raft.Voter, ID: rc.LocalID, Address: n.transport.LocalAddr(),
@@ -348,17 +389,19 @@ func (n *Node) startRaft() error {
 		if err := raft.BootstrapCluster(rc, n.logs, w, snaps, n.transport, conf); err != nil {
 			return fmt.Errorf("bootstrap raft: %w", err)
 		}
+	case late:
+		n.logger.Printf("raft: the leader is adding this node: opening the raft log in %s", dir)
 	default:
-		n.logger.Printf("no raft state in %s: joining through %s; the leader will add this node", dir, strings.Join(n.cfg.Join, ","))
+		n.logger.Printf("no raft state in %s: joining; the leader will add this node", dir)
 	}
-	n.steps.step("cluster port, raft state checked", "existing", has)
+	step("raft state checked", "existing", has)
 	r, err := raft.NewRaft(rc, fsmFeed{n}, n.logs, w, snaps, n.transport)
 	if err != nil {
 		return fmt.Errorf("start raft: %w", err)
 	}
-	n.steps.step("raft started (snapshot restored)", "applied", n.fsm.LastIndex(), "last-index", r.LastIndex())
-	n.raft = r
-	n.observeStatus()
+	step("raft started (snapshot restored)", "applied", n.fsm.LastIndex(), "last-index", r.LastIndex())
+	n.raftp.Store(r)
+	n.observeStatus(r)
 	n.wg.Add(1)
 	go n.watchLeadership(notify)
 	return nil
@@ -577,14 +620,15 @@ func (n *Node) loadPeers() []string {
 // other node starts serving at once: reads meanwhile come from its state,
 // and writes wait for a leader.
 func (n *Node) waitLeader(d time.Duration) error {
-	if !n.loneVoter() {
+	r := n.raftNode()
+	if r == nil || !n.loneVoter() {
 		return nil
 	}
 	restore := n.campaignNow()
 	defer restore()
 	deadline := time.Now().Add(d)
 	for {
-		if n.raft.State() == raft.Leader {
+		if r.State() == raft.Leader {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -603,7 +647,7 @@ func (n *Node) waitLeader(d time.Duration) error {
 	// leader commits: until then the FSM lacks them, and the publisher
 	// would propose again every tool they hold. (The timeout bounds the
 	// queueing only: a long log is applied to its end.)
-	if err := n.raft.Barrier(time.Until(deadline)).Error(); err != nil {
+	if err := r.Barrier(time.Until(deadline)).Error(); err != nil {
 		n.warnf("raft: applying the log found on disk: %v; its tools may be proposed again", err)
 	}
 	return nil
@@ -616,18 +660,19 @@ func (n *Node) waitLeader(d time.Duration) error {
 // voter it wins. The returned func puts the timeout back. Safe because the
 // node is the only voter of its configuration: no other node can lead.
 func (n *Node) campaignNow() (restore func()) {
-	rc := n.raft.ReloadableConfig()
+	r := n.raftNode()
+	rc := r.ReloadableConfig()
 	orig := rc.HeartbeatTimeout
 	// It must stay at or above LeaderLeaseTimeout; any lower value wakes
 	// the loop.
 	rc.HeartbeatTimeout = orig - time.Millisecond
-	if err := n.raft.ReloadConfig(rc); err != nil {
+	if err := r.ReloadConfig(rc); err != nil {
 		n.logger.Printf("raft: cannot shorten the first election: %v", err)
 		return func() {}
 	}
 	return func() {
 		rc.HeartbeatTimeout = orig
-		if err := n.raft.ReloadConfig(rc); err != nil {
+		if err := r.ReloadConfig(rc); err != nil {
 			n.logger.Printf("raft: restoring the heartbeat timeout: %v", err)
 		}
 	}
@@ -636,7 +681,11 @@ func (n *Node) campaignNow() (restore func()) {
 // loneVoter reports whether this node is the only voter in its Raft
 // configuration.
 func (n *Node) loneVoter() bool {
-	f := n.raft.GetConfiguration()
+	r := n.raftNode()
+	if r == nil {
+		return false
+	}
+	f := r.GetConfiguration()
 	if f.Error() != nil {
 		return false
 	}
@@ -748,7 +797,7 @@ func retryable(once bool, err error) bool {
 }
 
 func (n *Node) applyOnce(t raftfsm.CommandType, data []byte, once bool, timeout time.Duration) (raftfsm.Result, error) {
-	if n.raft.State() == raft.Leader {
+	if n.leading() {
 		r, _, err := n.applyHere(data, timeout, "this node")
 		return r, err
 	}
@@ -804,7 +853,11 @@ func (n *Node) applyHere(data []byte, timeout time.Duration, from string) (raftf
 		n.logger.Printf("refused a command from %s: %v", from, err)
 		return raftfsm.Result{}, 0, err
 	}
-	f := n.raft.Apply(data, timeout)
+	r := n.raftNode()
+	if r == nil {
+		return raftfsm.Result{}, 0, fmt.Errorf("%w (this node is a client)", ErrNoLeader)
+	}
+	f := r.Apply(data, timeout)
 	if err := f.Error(); err != nil {
 		switch {
 		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrEnqueueTimeout):
@@ -846,12 +899,16 @@ func (n *Node) Close() error {
 			n.p9ln.Close()
 		}
 		n.closing.Store(true)
-		if n.raft != nil && n.raft.State() == raft.Leader && n.otherVoters() {
-			if err := n.raft.LeadershipTransfer().Error(); err != nil {
+		if n.leading() && n.otherVoters() {
+			if err := n.raftNode().LeadershipTransfer().Error(); err != nil {
 				n.warnf("handing over leadership: %v", err)
 			}
 		}
+		// Under raftMu: a late open of Raft (lazyraft.go) has ended or
+		// will not begin.
+		n.raftMu.Lock()
 		n.cancel()
+		n.raftMu.Unlock()
 		if n.rep.hub != nil {
 			n.rep.hub.Close()
 		}
@@ -870,8 +927,8 @@ func (n *Node) Close() error {
 			}
 		}
 		n.callConns.closeAll()
-		if n.raft != nil {
-			if err := n.raft.Shutdown().Error(); err != nil {
+		if r := n.raftNode(); r != nil {
+			if err := r.Shutdown().Error(); err != nil {
 				n.closeErr = fmt.Errorf("raft shutdown: %w", err)
 			}
 		}
@@ -910,7 +967,7 @@ const leaveDrain = 3 * time.Second
 // need both), so its Raft must answer until then. It gives up after d,
 // and at once on a client or the last voter.
 func (n *Node) awaitRemoval(d time.Duration) {
-	if n.raft == nil || !n.otherVoters() {
+	if n.raftNode() == nil || !n.otherVoters() {
 		return
 	}
 	deadline := time.Now().Add(d)
@@ -926,7 +983,11 @@ func (n *Node) awaitRemoval(d time.Duration) {
 // otherVoters reports whether the configuration has a voter besides this
 // node.
 func (n *Node) otherVoters() bool {
-	f := n.raft.GetConfiguration()
+	r := n.raftNode()
+	if r == nil {
+		return false
+	}
+	f := r.GetConfiguration()
 	if f.Error() != nil {
 		return false
 	}

@@ -270,7 +270,7 @@ func Test_Node_RestartFromSnapshot(t *testing.T) {
 	mustAsk(t, fsys, "session/new", "name=s")
 	mustAsk(t, fsys, "session/s/agent/new", "name=a")
 	mustAsk(t, fsys, "session/s/agent/a/tools", "t01\nt02")
-	if err := n.raft.Snapshot().Error(); err != nil {
+	if err := n.raftNode().Snapshot().Error(); err != nil {
 		t.Fatal(err)
 	}
 	mustAsk(t, fsys, "session/s/agent/a/ctl", "tool_unload t01")

@@ -49,7 +49,7 @@ func Test_InMem_CommitNotice(t *testing.T) {
 
 	newSession(t, l, "control")
 	idx := l.fsm.LastIndex()
-	waitFor(t, f.Name()+" to store the entry", 5*time.Second, func() bool { return f.raft.LastIndex() >= idx })
+	waitFor(t, f.Name()+" to store the entry", 5*time.Second, func() bool { return f.raftNode().LastIndex() >= idx })
 	if f.fsm.LastIndex() >= idx {
 		t.Fatalf("control: %s applied index %d with no commit notice and no CommitTimeout", f.Name(), idx)
 	}
@@ -105,12 +105,12 @@ func Test_InMem_CommitNoticeChecked(t *testing.T) {
 
 	newSession(t, l, "s")
 	idx := l.fsm.LastIndex()
-	waitFor(t, f.Name()+" to store the entry", 5*time.Second, func() bool { return f.raft.LastIndex() >= idx })
+	waitFor(t, f.Name()+" to store the entry", 5*time.Second, func() bool { return f.raftNode().LastIndex() >= idx })
 	var entry raft.Log
 	if err := l.wal.GetLog(idx, &entry); err != nil {
 		t.Fatal(err)
 	}
-	term := l.raft.CurrentTerm()
+	term := l.raftNode().CurrentTerm()
 	id, addr := raft.ServerID(f.Name()), f.transport.LocalAddr()
 
 	resp, err := l.sendCommitNotice(id, addr, idx, entry.Term-1, term)
@@ -129,8 +129,8 @@ func Test_InMem_CommitNoticeChecked(t *testing.T) {
 		t.Fatalf("control: the right notice: %+v, %v", resp, err)
 	}
 	waitFor(t, f.Name()+" to apply the noticed entry", 5*time.Second, func() bool { return f.fsm.LastIndex() >= idx })
-	if l.raft.State() != raft.Leader || l.raft.CurrentTerm() != term {
-		t.Fatalf("the notices disturbed the leader: state %v, term %d (was %d)", l.raft.State(), l.raft.CurrentTerm(), term)
+	if l.raftNode().State() != raft.Leader || l.raftNode().CurrentTerm() != term {
+		t.Fatalf("the notices disturbed the leader: state %v, term %d (was %d)", l.raftNode().State(), l.raftNode().CurrentTerm(), term)
 	}
 }
 

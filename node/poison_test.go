@@ -34,7 +34,7 @@ func Test_InMem_PoisonedEntrySkipped(t *testing.T) {
 		if raftfsm.Validate(entry) == nil {
 			t.Fatalf("Validate accepts %q", entry)
 		}
-		f := l.raft.Apply(entry, 5*time.Second)
+		f := l.raftNode().Apply(entry, 5*time.Second)
 		if err := f.Error(); err != nil {
 			t.Fatalf("appending %q around validation: %v", entry, err)
 		}
@@ -72,7 +72,7 @@ func Test_InMem_InvalidCommandRefused(t *testing.T) {
 	all := c.up()
 	l := c.waitLeader(all...)
 	follower := c.node(others(all, l.Name())[0])
-	leaderAddr, _ := follower.raft.LeaderWithID()
+	leaderAddr, _ := follower.raftNode().LeaderWithID()
 	// Each node writes its own admin token at its first start: let those
 	// writes land before the log's length is watched.
 	for _, name := range all {
@@ -88,7 +88,7 @@ func Test_InMem_InvalidCommandRefused(t *testing.T) {
 		{byte(raftfsm.CmdKillSession), '{', '}'}, // no name
 		append([]byte{byte(raftfsm.CmdCreateSession)}, `{"name":"x","evil":true}`...),
 	} {
-		before := l.raft.LastIndex()
+		before := l.raftNode().LastIndex()
 		resp, err := follower.forward(string(leaderAddr), entry, 5*time.Second)
 		if err != nil {
 			t.Fatalf("forwarding %q: %v", entry, err)
@@ -104,7 +104,7 @@ func Test_InMem_InvalidCommandRefused(t *testing.T) {
 		}
 	}
 	// Control: the same path appends a valid command.
-	before := l.raft.LastIndex()
+	before := l.raftNode().LastIndex()
 	resp, err := follower.forward(string(leaderAddr), raftfsm.MustEncode(raftfsm.CmdCreateSession, raftfsm.CreateSession{Name: "ok"}), 5*time.Second)
 	if err != nil || resp.Err != "" || resp.Index <= before {
 		t.Fatalf("forwarding a valid command: %+v, %v", resp, err)
@@ -117,7 +117,7 @@ func Test_InMem_InvalidCommandRefused(t *testing.T) {
 func commandsSince(t *testing.T, l *Node, index uint64) int {
 	t.Helper()
 	n := 0
-	for i := index + 1; i <= l.raft.LastIndex(); i++ {
+	for i := index + 1; i <= l.raftNode().LastIndex(); i++ {
 		var e raft.Log
 		if err := l.wal.GetLog(i, &e); err != nil {
 			t.Fatalf("log entry %d: %v", i, err)

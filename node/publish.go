@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/toolnode/toolnode/raftfsm"
 	"github.com/toolnode/toolnode/registry"
 )
@@ -96,7 +94,7 @@ func (n *Node) startPublisher(first *toolScan) {
 	// off replicating to a node that was down can take seconds to let it
 	// catch up; 9P must not wait for that.
 	toolsOK, profilesOK := false, false
-	if n.raft.State() == raft.Leader {
+	if n.leading() {
 		if first == nil {
 			first = n.scanTools()
 		}

@@ -121,7 +121,7 @@ func (n *Node) caughtUp() error {
 	began := time.Now()
 	deadline := began.Add(readIndexWait)
 	index := n.ri.acked.Load()
-	for n.raft != nil && n.raft.State() != raft.Leader {
+	for !n.leading() {
 		// The leader is re-resolved at each try: while it fails over,
 		// the read waits for the next one rather than failing.
 		li, err := n.leaderCommitIndex(began)
@@ -183,10 +183,11 @@ func (n *Node) leaderCommitIndex(began time.Time) (uint64, error) {
 // has not applied that far is sent a commit notice for it (notice.go), so
 // its read need not wait for the leader's next AppendEntries.
 func (n *Node) serveReadIndex(req fwdRequest) fwdResponse {
-	if n.raft.State() != raft.Leader {
+	r := n.raftNode()
+	if r == nil || r.State() != raft.Leader {
 		return fwdResponse{Err: "this node is no longer the leader", Kind: "notleader"}
 	}
-	if err := n.raft.VerifyLeader().Error(); err != nil {
+	if err := r.VerifyLeader().Error(); err != nil {
 		return fwdResponse{Err: "this node could not confirm it leads: " + err.Error(), Kind: "notleader"}
 	}
 	index := n.fsm.LastIndex()

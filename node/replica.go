@@ -22,10 +22,12 @@ import (
 // change stream of what the FSM applies. Any other node is a client: a
 // stream.Follower feeds the same FSM from a server's stream, so the node
 // serves the same tree from a full local replica, and forwards writes to
-// the leader the stream names. Every node starts Raft (a client's is idle:
-// in no configuration, it neither votes nor campaigns), so a client that
-// the leader adds to Raft becomes a server without a restart: its role
-// loop sees itself in the configuration and stops following.
+// the leader the stream names. A client that joined with no Raft state
+// has not opened Raft (lazyraft.go); one restarted on Raft state has, idle
+// (in no configuration, it neither votes nor campaigns). Either way a
+// client the leader adds to Raft becomes a server without a restart: the
+// leader's first request opens Raft if need be, and the role loop sees the
+// node in the configuration and stops following.
 //
 // One FSM, two feeds: feedMu orders them. Raft's feed marks the FSM as
 // Raft's (raftFed) and the stream's feed stops when it sees that; an
@@ -129,9 +131,9 @@ func (n *Node) watchStatus(ch <-chan raft.Observation) {
 }
 
 // observeStatus registers watchStatus with Raft.
-func (n *Node) observeStatus() {
+func (n *Node) observeStatus(r *raft.Raft) {
 	ch := make(chan raft.Observation, 16)
-	n.raft.RegisterObserver(raft.NewObserver(ch, false, func(o *raft.Observation) bool {
+	r.RegisterObserver(raft.NewObserver(ch, false, func(o *raft.Observation) bool {
 		switch o.Data.(type) {
 		case raft.LeaderObservation, raft.PeerObservation:
 			return true
@@ -188,9 +190,13 @@ func (n *Node) streamStatus() stream.Status {
 		return r.status
 	}
 	var st stream.Status
-	addr, id := n.raft.LeaderWithID()
+	rf := n.raftNode()
+	if rf == nil {
+		return st // a client: it serves no stream
+	}
+	addr, id := rf.LeaderWithID()
 	st.Leader, st.LeaderAddr = string(id), string(addr)
-	if f := n.raft.GetConfiguration(); f.Error() == nil {
+	if f := rf.GetConfiguration(); f.Error() == nil {
 		for _, s := range f.Configuration().Servers {
 			st.Servers = append(st.Servers, stream.Server{Name: string(s.ID), Addr: string(s.Address), Voter: s.Suffrage == raft.Voter})
 		}
@@ -214,7 +220,11 @@ func (n *Node) serveStream(c net.Conn) {
 
 // inRaft reports whether this node is in Raft's latest configuration.
 func (n *Node) inRaft() (bool, error) {
-	f := n.raft.GetConfiguration()
+	r := n.raftNode()
+	if r == nil {
+		return false, nil // a client that has not opened Raft
+	}
+	f := r.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return false, err
 	}
@@ -263,15 +273,16 @@ const clientRaftTimeout = 5 * time.Minute
 
 // quietRaft gives Raft a client's long timeouts (quiet) or a server's.
 func (n *Node) quietRaft(quiet bool) {
-	if n.rep.quiet.Load() == quiet {
-		return
+	r := n.raftNode()
+	if r == nil || n.rep.quiet.Load() == quiet {
+		return // no Raft: no timers
 	}
-	rc := n.raft.ReloadableConfig()
+	rc := r.ReloadableConfig()
 	rc.HeartbeatTimeout, rc.ElectionTimeout = raftHeartbeatTimeout, raftElectionTimeout
 	if quiet {
 		rc.HeartbeatTimeout, rc.ElectionTimeout = clientRaftTimeout, clientRaftTimeout
 	}
-	if err := n.raft.ReloadConfig(rc); err != nil {
+	if err := r.ReloadConfig(rc); err != nil {
 		n.logger.Printf("[WARN] raft: cannot change its timeouts (client: %t): %v", quiet, err)
 		return
 	}
@@ -408,8 +419,10 @@ func (n *Node) streamRestore(index uint64, rd io.Reader) error {
 // leaderAddr is where writes go: Raft's leader on a server, the leader
 // the stream names on a client.
 func (n *Node) leaderAddr() (addr, id string) {
-	if a, i := n.raft.LeaderWithID(); a != "" {
-		return string(a), string(i)
+	if r := n.raftNode(); r != nil {
+		if a, i := r.LeaderWithID(); a != "" {
+			return string(a), string(i)
+		}
 	}
 	if st, f := n.followerState(); f != nil && st.Server != "" {
 		return st.Status.LeaderAddr, st.Status.Leader

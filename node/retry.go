@@ -64,7 +64,9 @@ func (n *Node) nudgeFollowers() {
 			for n.nudge.want.Swap(false) {
 				// Not waited for: the entry's AppendEntries is the point,
 				// not its own commit.
-				n.raft.Barrier(fwdDialTimeout)
+				if r := n.raftNode(); r != nil {
+					r.Barrier(fwdDialTimeout)
+				}
 			}
 			n.nudge.running.Store(false)
 			if !n.nudge.want.Load() || !n.nudge.running.CompareAndSwap(false, true) {
