@@ -472,12 +472,19 @@ func (g *callGroup) setAttr(a *syscall.SysProcAttr) {
 // cgroup v1 migration, which waits for an RCU grace period, on the call's
 // path. It counts as one of the cgroup's processes; pids.max allows for
 // it.
+//
+// It writes "0", the writing thread, not its thread id: the kernel moves
+// the thread named by an id under its global lock of thread groups
+// (cgroup_threadgroup_rwsem), whose write side waits for an RCU grace
+// period — expedited where rcu_expedited is set, an interrupt on every
+// CPU, the one running another call's tool included — while holding
+// cgroup_mutex, which that tool's clone into its cgroup needs. For the
+// writer itself it skips that lock.
 func (g *callGroup) join() error {
 	if g == nil || g.v1 == "" {
 		return nil
 	}
-	tid := []byte(strconv.Itoa(unix.Gettid()))
-	if err := os.WriteFile(filepath.Join(g.v1, "tasks"), tid, 0); err != nil {
+	if err := os.WriteFile(filepath.Join(g.v1, "tasks"), []byte("0"), 0); err != nil {
 		return fmt.Errorf("process limit of the call: %w", err)
 	}
 	return nil

@@ -317,6 +317,47 @@ func pooled(c *containment) int {
 // TestCgroupRecycle: a call's cgroups are pooled for a later call only once
 // nothing of the call is left in them, with their process limit set again;
 // cgroups that held a leftover (killed) are removed instead.
+// TestCgroupJoin: the thread that will fork a call's tool joins the
+// call's v1 pids cgroup by writing "0" (itself), and only that thread:
+// the node's other threads stay where they were.
+func TestCgroupJoin(t *testing.T) {
+	c := detectContainment(8)
+	t.Cleanup(func() { _ = c.close() })
+	if c.v1 == "" {
+		t.Skipf("no v1 pids cgroup for calls on this host: %v", c.describe())
+	}
+	g, err := c.newCall()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.finish)
+	joined := make(chan int)
+	release := make(chan struct{})
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		if err := g.join(); err != nil {
+			errc <- err
+			return
+		}
+		joined <- unix.Gettid()
+		<-release
+	}()
+	var tid int
+	select {
+	case err := <-errc:
+		t.Fatal(err)
+	case tid = <-joined:
+	}
+	members := cgroupPids(g.v1, "tasks")
+	close(release)
+	if !slices.Equal(members, []int{tid}) {
+		t.Errorf("tasks of the call's v1 cgroup = %v, want only the joining thread %d", members, tid)
+	}
+	// It leaves with its thread.
+	waitFor(t, 5*time.Second, "the thread to leave the cgroup", func() bool { return len(cgroupPids(g.v1, "tasks")) == 0 })
+}
+
 func TestCgroupRecycle(t *testing.T) {
 	const limit = 8
 	c := detectContainment(limit)

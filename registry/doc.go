@@ -21,8 +21,8 @@
 //     Runner.SandboxInfo), the tool environment's allow-list
 //     (CheckToolEnv) and the digest check of executables (DigestCache);
 //   - calls made ready ahead (prepare_linux.go): the part of a sandboxed
-//     call that does not depend on its tool, made while the call before
-//     runs, and the tidying up of a call after it answered.
+//     call that does not depend on its tool, made after the call before
+//     has answered, and the tidying up of a call after it answered.
 //
 // Decisions where the design leaves room:
 //
@@ -65,7 +65,9 @@
 //     its cwd and, when the view does not grant it already (it lies in a
 //     protected tree), its executable, and restricts the thread. Two are
 //     kept ready for calls without a cwd around a protected path, one per
-//     such cwd (up to 8). The scratch directory is removed after Run
+//     such cwd (up to 8), made again after a call has answered (beside
+//     the tools only when calls at once have taken all of a kind). The
+//     scratch directory is removed after Run
 //     returns, in the background, and the cgroups are taken back: kept
 //     for a later call (up to 16, each for up to 1000 calls) when nothing
 //     of the call is left in them and they were never killed — the

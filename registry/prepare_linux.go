@@ -14,9 +14,14 @@ import (
 // tool can start does not depend on the tool: a scratch directory, the
 // call's cgroups, and the Landlock ruleset that grants the read view
 // (one landlock_add_rule per granted tree, ~150 of them), the scratch
-// directory and the devices. A Runner makes these ahead, while the tool of
-// the call before runs, so that a call takes them ready and only adds its
+// directory and the devices. A Runner makes these ahead, after the call
+// before has answered, so that a call takes them ready and only adds its
 // own few rules (its cwd, its executable) before landlock_restrict_self.
+// Not while the tool of the call before runs: on a host with few cores
+// that work took the core the tool needed, and the tool waited for it
+// (its time runnable but not running, BENCHMARKS.md). Only when calls
+// running at once have taken every ready one of their kind does the
+// making start beside their tools.
 // The ruleset is the one the call would have built: a prepared call is
 // used only while the walks it was filled from are still the views'
 // current ones and the layout has not changed since (isCurrent), else it
@@ -135,8 +140,9 @@ func (r *Runner) throwAway(key *fsView, p *prepared) {
 }
 
 // refill makes calls of sb's kind ready, up to their depth, in the
-// background; one goroutine at a time per kind.
-func (r *Runner) refill(sb *sandboxSpec) {
+// background; one goroutine at a time per kind. With ifNone it does so
+// only when none of the kind is ready.
+func (r *Runner) refill(sb *sandboxSpec, ifNone bool) {
 	key, ok := prepKey(sb)
 	if !ok || r.cfg.Yolo {
 		return
@@ -162,7 +168,7 @@ func (r *Runner) refill(sb *sandboxSpec) {
 		slot = &prepSlot{}
 		ps.slots[key] = slot
 	}
-	if slot.filling || len(slot.ready) >= depth {
+	if slot.filling || len(slot.ready) >= depth || ifNone && len(slot.ready) > 0 {
 		return
 	}
 	slot.filling = true

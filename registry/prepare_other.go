@@ -41,7 +41,7 @@ type prepared struct {
 }
 
 func (r *Runner) takePrepared(*sandboxSpec) *prepared { return nil }
-func (r *Runner) refill(*sandboxSpec)                 {}
+func (r *Runner) refill(*sandboxSpec, bool)           {}
 func (p *prepared) closeRuleset()                     {}
 
 func (p *prepared) callGroup() *callGroup { return nil }

@@ -288,8 +288,12 @@ func (c *Checked) Run(ctx context.Context) ([]byte, error) {
 	}
 	var started func()
 	if sb != nil {
-		// Make the next calls ready while this one's tool runs.
-		started = func() { r.refill(sb) }
+		// The next calls are made ready after this one has answered
+		// (below), not beside its tool: on a host with few cores that
+		// work takes a core the tool or the caller needs. Only when no
+		// call of this kind is left ready (calls running at once) does
+		// it start now, for the calls already on their way.
+		started = func() { r.refill(sb, true) }
 	}
 	env := append(r.baseEnv[:len(r.baseEnv):len(r.baseEnv)],
 		EnvSession+"="+inv.Session,
@@ -323,6 +327,11 @@ func (c *Checked) Run(ctx context.Context) ([]byte, error) {
 		after:   func(f func()) { after = append(after, f) },
 	})
 	mark(stResult)
+	if sb != nil {
+		// After the cgroups are taken back, so that the call made ready
+		// takes them from the pool rather than making new ones.
+		after = append(after, func() { r.refill(sb, false) })
+	}
 	if err != nil {
 		return nil, fmt.Errorf("tool %q: cannot start %s: %w", inv.Tool, argv[0], err)
 	}

@@ -77,11 +77,19 @@ func TestRun_PreparedCalls(t *testing.T) {
 		}
 	}
 	run()
-	waitFor(t, 5*time.Second, "calls made ready", func() bool { dirs, _ := r.preparedScratch(); return len(dirs) > 0 })
-	taken := r.prep.taken.Load()
-	run()
-	if r.prep.taken.Load() != taken+1 {
-		t.Fatalf("the second call did not take a call made ready (taken %d, missed %d)", r.prep.taken.Load(), r.prep.missed.Load())
+	// A directory on the way to a protected path that changes (the
+	// shared temporary directory, while other tests run) rightly throws
+	// the calls made ready away; a few tries ride over that.
+	for try := 1; ; try++ {
+		waitFor(t, 5*time.Second, "calls made ready", func() bool { dirs, _ := r.preparedScratch(); return len(dirs) > 0 })
+		taken := r.prep.taken.Load()
+		run()
+		if r.prep.taken.Load() == taken+1 {
+			break
+		}
+		if try == 5 {
+			t.Fatalf("no call took a call made ready (taken %d, missed %d)", r.prep.taken.Load(), r.prep.missed.Load())
+		}
 	}
 	waitFor(t, 5*time.Second, "calls made ready", func() bool { dirs, _ := r.preparedScratch(); return len(dirs) > 0 })
 	missed := r.prep.missed.Load()
