@@ -176,6 +176,16 @@ func (n *Node) reconcileMembers() (done bool) {
 			live++
 		}
 	}
+	// This node's own entry first: a leader restarted on another cluster
+	// address (a port the kernel picked) still has its old one in the
+	// configuration. The other servers would ask it for votes there in
+	// vain, and a member given that address since could not be added
+	// ("found duplicate address in configuration").
+	if self, ok := servers[n.cfg.Name]; ok && self.Address != n.transport.LocalAddr() {
+		if !change("moved this node to "+string(n.transport.LocalAddr()), r.AddVoter(self.ID, n.transport.LocalAddr(), 0, wait)) {
+			return false
+		}
+	}
 	for _, m := range serverCandidates(members) {
 		name := m.Name
 		if m.State != "alive" || m.Meta.Cluster == "" || m.Meta.Leaving || name == n.cfg.Name {
