@@ -1,9 +1,12 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -169,10 +172,20 @@ func (w *agentNewWriter) newSession(name string) error {
 // agent/new and tool_load/tool_unload through a toolnode follower and
 // through its leader, a put or delete through an etcd follower and
 // through its leader (skipped without etcd), and, when
-// TOOLNODE_BENCH_BASELINE names another toolnode binary, agent/new
-// through a follower and the leader of a cluster of that binary. It
-// reports each leg's writes/s (one client, one write at a time) and the
-// ratios the goals name.
+// TOOLNODE_BENCH_BASELINE names another toolnode binary, the same legs on
+// a cluster of that binary. It reports each leg's writes/s (one client,
+// one write at a time), the ratios the goals name, and the CPU all
+// processes of each toolnode cluster spent per iteration (cpu-ms/iter:
+// every cluster runs the same legs).
+//
+// Each toolnode cluster also has a client (a fourth node, -voters 3), and
+// the "visible" legs measure how soon a write made on the leader is seen
+// elsewhere: a tool_load or tool_unload through the leader, then the
+// time until the events file of the other follower (one that neither
+// forwarded nor was asked) and of the client shows it (visible-*-ms, from
+// the start of the write). With TOOLNODE_BENCH_NO_BROADCAST=1 a third
+// toolnode cluster runs with -raft-no-commit-broadcast: the commit notice
+// only to a forwarding node, as before every server was told.
 func BenchmarkFollowerWritesInterleaved(b *testing.B) {
 	type leg struct {
 		name string
@@ -193,20 +206,48 @@ func BenchmarkFollowerWritesInterleaved(b *testing.B) {
 			add(prefix+"agent-new,"+where, &agentNewWriter{conn: conn, admin: admin})
 		}
 	}
-	order, admin := benchSession(b, startClusterWith(b, 3))
-	agentNew("", order, admin)
-	for i, where := range []string{"leader", "follower"} {
-		w, err := newCtlWriter(order[i].p9, "bench", "il-"+where, 60*time.Second)
+	var vis []*visibleWriter
+	visible := func(prefix string, c *tcluster, order []*tnode) {
+		w, err := newVisibleWriter(c, order)
 		if err != nil {
 			b.Fatal(err)
 		}
-		add("load,"+where, w)
+		add(prefix+"visible", w)
+		vis = append(vis, w)
+		w.prefix = prefix
 	}
-	if bin := os.Getenv("TOOLNODE_BENCH_BASELINE"); bin != "" {
+	// Every toolnode cluster runs the same legs, so that the CPU its
+	// processes spend per iteration compares.
+	type clusterCPU struct {
+		prefix string
+		c      *tcluster
+		ticks  uint64
+	}
+	var clusters []*clusterCPU
+	toolnode := func(prefix, bin string, flags ...string) {
 		c := newTCluster(b)
-		c.bin = bin
+		if bin != "" {
+			c.bin = bin
+		}
+		c.extra = append([]string{"-voters", "3"}, flags...) // the fourth node is a client
 		order, admin := benchSession(b, startClusterOf(b, c, 3))
-		agentNew("baseline,", order, admin)
+		agentNew(prefix, order, admin)
+		for i, where := range []string{"leader", "follower"} {
+			w, err := newCtlWriter(order[i].p9, "bench", "il-"+where, 60*time.Second)
+			if err != nil {
+				b.Fatal(err)
+			}
+			add(prefix+"load,"+where, w)
+		}
+		visible(prefix, c, order)
+		clusters = append(clusters, &clusterCPU{prefix: prefix, c: c})
+	}
+	toolnode("", "")
+	if bin := os.Getenv("TOOLNODE_BENCH_BASELINE"); bin != "" {
+		toolnode("baseline,", bin)
+	}
+	if os.Getenv("TOOLNODE_BENCH_NO_BROADCAST") == "1" {
+		toolnode("no-broadcast,", "", "-raft-no-commit-broadcast")
 	}
 	if _, err := exec.LookPath("etcd"); err == nil {
 		ec := startEtcd(b, 3)
@@ -219,6 +260,9 @@ func BenchmarkFollowerWritesInterleaved(b *testing.B) {
 	}
 	sessions := 0
 	b.Run("clients=1", func(b *testing.B) {
+		for _, w := range vis {
+			w.seen = [2]time.Duration{}
+		}
 		for _, l := range legs {
 			l.d = 0
 			if a, ok := l.w.(*agentNewWriter); ok {
@@ -228,6 +272,9 @@ func BenchmarkFollowerWritesInterleaved(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+		}
+		for _, cl := range clusters {
+			cl.ticks = cpuTicksOf(b, cl.c)
 		}
 		b.ResetTimer()
 		for range b.N {
@@ -240,6 +287,10 @@ func BenchmarkFollowerWritesInterleaved(b *testing.B) {
 			}
 		}
 		b.StopTimer()
+		for _, cl := range clusters {
+			ms := float64(cpuTicksOf(b, cl.c)-cl.ticks) * 1000 / clockTicks / float64(b.N)
+			b.ReportMetric(ms, cl.prefix+"cpu-ms/iter")
+		}
 		rate := map[string]float64{}
 		for _, l := range legs {
 			rate[l.name] = float64(b.N) / l.d.Seconds()
@@ -255,6 +306,148 @@ func BenchmarkFollowerWritesInterleaved(b *testing.B) {
 		ratio("load-follower/leader", "load,follower", "load,leader")
 		ratio("load-follower/etcd-follower", "load,follower", "etcd,follower")
 		ratio("agent-new-follower/baseline", "agent-new,follower", "baseline,agent-new,follower")
+		ratio("agent-new-leader/baseline", "agent-new,leader", "baseline,agent-new,leader")
+		ratio("load-leader/baseline", "load,leader", "baseline,load,leader")
+		ratio("agent-new-follower/no-broadcast", "agent-new,follower", "no-broadcast,agent-new,follower")
+		ratio("agent-new-leader/no-broadcast", "agent-new,leader", "no-broadcast,agent-new,leader")
+		ratio("load-leader/no-broadcast", "load,leader", "no-broadcast,load,leader")
 		ratio("baseline-agent-new-follower/etcd-follower", "baseline,agent-new,follower", "etcd,follower")
+		seen := map[string]float64{}
+		for _, w := range vis {
+			for i, where := range []string{"follower", "client"} {
+				ms := float64(w.seen[i].Microseconds()) / 1000 / float64(b.N)
+				seen[w.prefix+where] = ms
+				b.ReportMetric(ms, w.prefix+"visible-"+where+"-ms")
+			}
+		}
+		for _, where := range []string{"follower", "client"} {
+			if seen[where] > 0 && seen["baseline,"+where] > 0 {
+				b.ReportMetric(seen[where]/seen["baseline,"+where], "visible-"+where+"/baseline")
+			}
+		}
 	})
+}
+
+// visibleWriter makes a write on a cluster's leader (tool_load or
+// tool_unload on an agent of its own) and waits until the events files of
+// a follower and of a client show it; seen adds the time from the start
+// of the write until each showed it.
+type visibleWriter struct {
+	prefix   string
+	ctl      *ctlWriter
+	watchers [2]*eventWatcher // a follower, a client
+	seen     [2]time.Duration
+}
+
+// newVisibleWriter adds a client to c (a node beyond -voters 3, so the
+// cluster's flags must say so), and watches it and order[2], a follower
+// that takes no part in the other legs' writes.
+func newVisibleWriter(c *tcluster, order []*tnode) (*visibleWriter, error) {
+	cl := c.add(fmt.Sprintf("n%d", len(c.nodes)+1), []string{order[0].gossip})
+	c.start(cl)
+	c.ready(cl)
+	// Watching from before the agent exists, every write on it shows
+	// once in each events file, in order.
+	w := &visibleWriter{}
+	for i, n := range []*tnode{order[2], cl} {
+		var err error
+		if w.watchers[i], err = watchEvents(n.p9, " bench/vis/"); err != nil {
+			w.close()
+			return nil, err
+		}
+	}
+	ctl, err := newCtlWriter(order[0].p9, "bench", "vis", 60*time.Second)
+	if err != nil {
+		w.close()
+		return nil, err
+	}
+	w.ctl = ctl
+	// newCtlWriter's load and unload.
+	for _, e := range w.watchers {
+		for range 2 {
+			if _, err := e.next(60 * time.Second); err != nil {
+				w.close()
+				return nil, err
+			}
+		}
+	}
+	return w, nil
+}
+
+func (w *visibleWriter) write() error {
+	t := time.Now()
+	if err := w.ctl.write(); err != nil {
+		return err
+	}
+	for i, e := range w.watchers {
+		at, err := e.next(10 * time.Second)
+		if err != nil {
+			return err
+		}
+		w.seen[i] += at.Sub(t)
+	}
+	return nil
+}
+
+func (w *visibleWriter) close() {
+	if w.ctl != nil {
+		w.ctl.close()
+	}
+	for _, e := range w.watchers {
+		if e != nil {
+			e.conn.close()
+		}
+	}
+}
+
+// eventWatcher reads a node's events file and sends the time each line
+// holding match arrived.
+type eventWatcher struct {
+	addr string
+	conn *conn9
+	ch   chan time.Time
+	errc chan error
+}
+
+func watchEvents(addr, match string) (*eventWatcher, error) {
+	conn, err := dial9(addr)
+	if err != nil {
+		return nil, err
+	}
+	fid, err := conn.fsys.Open("events", plan9.OREAD)
+	if err != nil {
+		conn.close()
+		return nil, err
+	}
+	e := &eventWatcher{addr: addr, conn: conn, ch: make(chan time.Time, 64), errc: make(chan error, 1)}
+	go func() {
+		buf := make([]byte, 8192)
+		for {
+			// A read that finds nothing for 5 s returns 0 bytes.
+			n, err := fid.Read(buf)
+			at := time.Now()
+			for _, line := range strings.Split(string(buf[:n]), "\n") {
+				if strings.Contains(line, match) {
+					e.ch <- at
+				}
+			}
+			if err != nil && n == 0 && !errors.Is(err, io.EOF) {
+				e.errc <- err
+				return
+			}
+		}
+	}()
+	return e, nil
+}
+
+// next waits up to d for the next matching line and returns when it came.
+func (e *eventWatcher) next(d time.Duration) (time.Time, error) {
+	select {
+	case at := <-e.ch:
+		return at, nil
+	case err := <-e.errc:
+		return time.Time{}, fmt.Errorf("events of %s: %w", e.addr, err)
+	case <-time.After(d):
+		return time.Time{}, fmt.Errorf("a write on the leader not seen in the events of %s within %v", e.addr, d)
+	}
 }

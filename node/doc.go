@@ -14,10 +14,12 @@
 // sessions and agents through a follower are answered once the leader
 // has committed them, and the follower's walks to a name it lacks wait
 // until it has applied every write acknowledged through it (appliedLater,
-// WalkSession); the leader tells the follower that forwarded a write,
-// or asked for its index, that the entry is committed with a commit
-// notice, an AppendEntries of its own without entries (notice.go), so the
-// follower applies it without waiting for the leader's next entry. It publishes the tools and agent profiles of its
+// WalkSession); after each batch of commits the leader tells every
+// other server, and the follower that forwarded a write or asked for its
+// index, that the entry is committed with a commit notice, an
+// AppendEntries of its own without entries (notice.go), so they apply it
+// without waiting for the leader's next entry, and Raft's CommitTimeout
+// is only a fallback (250 ms). It publishes the tools and agent profiles of its
 // own directories (publish.go) and of writes into t/ and a/
 // (publish9p.go); on the leader it keeps Raft's membership in step with
 // gossip (leader.go); it runs a call here when this host can, else on a
