@@ -37,8 +37,8 @@ import (
 // depends on timing: a notice that arrives before the follower has stored
 // the entry is refused, and is sent again a few times over a few
 // milliseconds (the entry is on its way); one for a forwarded write or a
-// ReadIndex is then replaced by the Barrier nudge (retry.go), as is one
-// that fails on the network.
+// ReadIndex is then replaced by the Barrier nudge (retry.go), as is such
+// a one that fails on the network.
 //
 // After every commit the leader tells every server, not only the one
 // that forwarded a write (broadcast): the leader's FSM, once it has
@@ -48,8 +48,8 @@ import (
 // non-voters. So a write made on the leader, or through a client whose
 // server is not the forwarding node, is applied on every server within a
 // round trip, and a client's stream carries it on as its server applies
-// it; Raft's CommitTimeout is left to what it is in the library, a
-// fallback, and can be long (DefaultCommitTimeout). A broadcast notice
+// it; Raft's CommitTimeout is then only a fallback, and can be long
+// (DefaultCommitTimeout). A broadcast notice
 // never falls back to the Barrier (a follower that lacks the entry is
 // being sent it, and learns the commit with it or at the next
 // CommitTimeout), and skips a server whose last notice failed on the
