@@ -17,9 +17,10 @@
 // WalkSession); after each batch of commits the leader tells every
 // other server, and the follower that forwarded a write or asked for its
 // index, that the entry is committed with a commit notice, an
-// AppendEntries of its own without entries (notice.go), so they apply it
-// without waiting for the leader's next entry, and Raft's CommitTimeout
-// is only a fallback (250 ms). It publishes the tools and agent profiles of its
+// AppendEntries of its own without entries (notice.go; the broadcast is
+// left out when another entry, which tells them too, follows within
+// 2 ms), so they apply it without waiting for Raft's CommitTimeout,
+// which is only a fallback (250 ms). It publishes the tools and agent profiles of its
 // own directories (publish.go) and of writes into t/ and a/
 // (publish9p.go); on the leader it keeps Raft's membership in step with
 // gossip (leader.go); it runs a call here when this host can, else on a
