@@ -3,10 +3,10 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -206,69 +206,90 @@ func (w *agentNewWriter) newSession(name string) error {
 	return err
 }
 
-// BenchmarkFollowerWritesInterleaved is BenchmarkFollowerWrites with
-// its legs interleaved, so that all see the same load on a busy machine:
-// each iteration makes writes of every leg in turn, agent/new and
-// tool_load/tool_unload through a toolnode follower and through its
-// leader, a put or delete through an etcd follower and through its
-// leader (skipped without etcd), and, when TOOLNODE_BENCH_BASELINE names
-// another toolnode binary, agent/new through a follower and the leader of
-// a cluster of that binary. With clients=1 an iteration is one write of
-// each leg; with clients=16 it is a burst of each leg's 16 clients
-// writing at once, fwdBurst writes each, timed from the first write's
-// start to the last one's end. It reports each leg's writes/s and the
-// ratios the goals name, and for the agent/new and etcd legs the CPU
-// time of the leg's cluster (all three processes, from
-// /proc/PID/task/*/schedstat around each burst) per write, and how many
-// times its threads were put on a CPU per write.
+// BenchmarkFollowerWritesInterleaved is BenchmarkFollowerWrites' one
+// client with its legs interleaved, so that all see the same load on a
+// busy machine: each iteration makes one write of every leg in turn,
+// agent/new and tool_load/tool_unload through a toolnode follower and
+// through its leader, a put or delete through an etcd follower and
+// through its leader (skipped without etcd), and, when
+// TOOLNODE_BENCH_BASELINE names another toolnode binary, the same legs on
+// a cluster of that binary. It reports each leg's writes/s (one client,
+// one write at a time), the ratios the goals name, and the CPU all
+// processes of each toolnode cluster spent per iteration (cpu-ms/iter:
+// every cluster runs the same legs).
+//
+// Each toolnode cluster also has a client (a fourth node, -voters 3), and
+// the "visible" legs measure how soon a write made on the leader is seen
+// elsewhere: a tool_load or tool_unload through the leader, then the
+// time until the events file of the other follower (one that neither
+// forwarded nor was asked) and of the client shows it (visible-*-ms, from
+// the start of the write). With TOOLNODE_BENCH_NO_BROADCAST=1 a third
+// toolnode cluster runs with -raft-no-commit-broadcast: the commit notice
+// only to a forwarding node, as before every server was told.
+// TOOLNODE_BENCH_BASELINE_ARGS adds flags to the baseline cluster (with
+// TOOLNODE_BENCH_BASELINE naming this tree's binary: a setting of it).
 func BenchmarkFollowerWritesInterleaved(b *testing.B) {
-	const maxClients = 16
 	type leg struct {
-		name   string
-		ws     []writer
-		procs  []*proc // the processes of its cluster
-		d, cpu time.Duration
-		wakes  int64
+		name string
+		w    writer
+		d    time.Duration
 	}
 	var legs []*leg
-	add := func(name string, procs []*proc, ws []writer) {
-		for _, w := range ws {
-			b.Cleanup(w.close)
-		}
-		legs = append(legs, &leg{name: name, procs: procs, ws: ws})
+	add := func(name string, w writer) {
+		b.Cleanup(w.close)
+		legs = append(legs, &leg{name: name, w: w})
 	}
-	agentNew := func(prefix string, c *tcluster, order []*tnode, admin *conn9) {
+	agentNew := func(prefix string, order []*tnode, admin *conn9) {
 		for i, where := range []string{"leader", "follower"} {
-			ws := make([]writer, maxClients)
-			for j := range ws {
-				conn, err := dial9(order[i].p9)
-				if err != nil {
-					b.Fatal(err)
-				}
-				ws[j] = &agentNewWriter{conn: conn, admin: admin}
-			}
-			add(prefix+"agent-new,"+where, c.procs(), ws)
-		}
-	}
-	tc := startClusterWith(b, 3)
-	order, admin := benchSession(b, tc)
-	agentNew("", tc, order, admin)
-	for i, where := range []string{"leader", "follower"} {
-		ws := make([]writer, maxClients)
-		for j := range ws {
-			w, err := newCtlWriter(order[i].p9, "bench", fmt.Sprintf("il-%s-%d", where, j), 60*time.Second)
+			conn, err := dial9(order[i].p9)
 			if err != nil {
 				b.Fatal(err)
 			}
-			ws[j] = w
+			add(prefix+"agent-new,"+where, &agentNewWriter{conn: conn, admin: admin})
 		}
-		add("load,"+where, tc.procs(), ws)
 	}
-	if bin := os.Getenv("TOOLNODE_BENCH_BASELINE"); bin != "" {
+	var vis []*visibleWriter
+	visible := func(prefix string, c *tcluster, order []*tnode) {
+		w, err := newVisibleWriter(c, order)
+		if err != nil {
+			b.Fatal(err)
+		}
+		add(prefix+"visible", w)
+		vis = append(vis, w)
+		w.prefix = prefix
+	}
+	// Every toolnode cluster runs the same legs, so that the CPU its
+	// processes spend per iteration compares.
+	type clusterCPU struct {
+		prefix string
+		c      *tcluster
+		ticks  uint64
+	}
+	var clusters []*clusterCPU
+	toolnode := func(prefix, bin string, flags ...string) {
 		c := newTCluster(b)
-		c.bin = bin
+		if bin != "" {
+			c.bin = bin
+		}
+		c.extra = append([]string{"-voters", "3"}, flags...) // the fourth node is a client
 		order, admin := benchSession(b, startClusterOf(b, c, 3))
-		agentNew("baseline,", c, order, admin)
+		agentNew(prefix, order, admin)
+		for i, where := range []string{"leader", "follower"} {
+			w, err := newCtlWriter(order[i].p9, "bench", "il-"+where, 60*time.Second)
+			if err != nil {
+				b.Fatal(err)
+			}
+			add(prefix+"load,"+where, w)
+		}
+		visible(prefix, c, order)
+		clusters = append(clusters, &clusterCPU{prefix: prefix, c: c})
+	}
+	toolnode("", "")
+	if bin := os.Getenv("TOOLNODE_BENCH_BASELINE"); bin != "" {
+		toolnode("baseline,", bin, strings.Fields(os.Getenv("TOOLNODE_BENCH_BASELINE_ARGS"))...)
+	}
+	if os.Getenv("TOOLNODE_BENCH_NO_BROADCAST") == "1" {
+		toolnode("no-broadcast,", "", append([]string{"-raft-no-commit-broadcast"}, strings.Fields(os.Getenv("TOOLNODE_BENCH_NO_BROADCAST_ARGS"))...)...)
 	}
 	if _, err := exec.LookPath("etcd"); err == nil {
 		ec := startEtcd(b, 3)
@@ -276,124 +297,223 @@ func BenchmarkFollowerWritesInterleaved(b *testing.B) {
 		hc := etcdHTTP()
 		b.Cleanup(hc.CloseIdleConnections)
 		for i, where := range []string{"leader", "follower"} {
-			ws := make([]writer, maxClients)
-			for j := range ws {
-				ws[j] = warmEtcdWriter(b, hc, order[i], fmt.Sprintf("/bench/il-%s-%d/loaded/%s", where, j, benchTool))
-			}
-			add("etcd,"+where, ec.procs, ws)
+			add("etcd,"+where, warmEtcdWriter(b, hc, order[i], "/bench/il-"+where+"/loaded/"+benchTool))
 		}
 	}
 	sessions := 0
-	for _, clients := range []int{1, maxClients} {
-		burst := 1
-		if clients > 1 {
-			burst = fwdBurst
+	b.Run("clients=1", func(b *testing.B) {
+		for _, w := range vis {
+			w.seen = [2]time.Duration{}
 		}
-		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
-			for _, l := range legs {
-				l.d, l.cpu, l.wakes = 0, 0, 0
-				for _, w := range l.ws[:clients] {
-					if a, ok := w.(*agentNewWriter); ok {
-						// A fresh session per writer and round, as in
-						// BenchmarkFollowerWrites.
-						sessions++
-						if err := a.newSession(fmt.Sprintf("il%d", sessions)); err != nil {
-							b.Fatal(err)
-						}
-					}
+		for _, l := range legs {
+			l.d = 0
+			if a, ok := l.w.(*agentNewWriter); ok {
+				// A fresh session per round, as in BenchmarkFollowerWrites.
+				sessions++
+				if err := a.newSession(fmt.Sprintf("il%d", sessions)); err != nil {
+					b.Fatal(err)
 				}
 			}
-			b.ResetTimer()
-			for range b.N {
-				for _, l := range legs {
-					cpu0, wakes0 := procsSched(b, l.procs)
-					d, err := writeBurst(l.ws[:clients], burst)
-					if err != nil {
-						b.Fatalf("%s: %v", l.name, err)
-					}
-					cpu1, wakes1 := procsSched(b, l.procs)
-					l.d += d
-					l.cpu += cpu1 - cpu0
-					l.wakes += wakes1 - wakes0
+		}
+		for _, cl := range clusters {
+			cl.ticks = cpuTicksOf(b, cl.c)
+		}
+		b.ResetTimer()
+		for i := range b.N {
+			// Each iteration starts at the next leg: a cluster that sat
+			// idle while the others wrote is slower at its first write
+			// (its threads parked; on this VM a wake-up costs ~1 ms), so
+			// no cluster's legs may always come after the longest wait.
+			for k := range legs {
+				l := legs[(i+k)%len(legs)]
+				t := time.Now()
+				if err := l.w.write(); err != nil {
+					b.Fatalf("%s: %v", l.name, err)
 				}
+				l.d += time.Since(t)
 			}
-			b.StopTimer()
-			rate := map[string]float64{}
-			cpu := map[string]float64{}
-			writes := float64(b.N * clients * burst)
-			for _, l := range legs {
-				rate[l.name] = writes / l.d.Seconds()
-				b.ReportMetric(rate[l.name], l.name+"-writes/s")
-				if strings.Contains(l.name, "agent-new") || strings.HasPrefix(l.name, "etcd") {
-					cpu[l.name] = float64(l.cpu.Microseconds()) / writes
-					b.ReportMetric(cpu[l.name], l.name+"-cpu-µs/write")
-					b.ReportMetric(float64(l.wakes)/writes, l.name+"-wakeups/write")
-				}
+		}
+		b.StopTimer()
+		for _, cl := range clusters {
+			ms := float64(cpuTicksOf(b, cl.c)-cl.ticks) * 1000 / clockTicks / float64(b.N)
+			b.ReportMetric(ms, cl.prefix+"cpu-ms/iter")
+		}
+		rate := map[string]float64{}
+		for _, l := range legs {
+			rate[l.name] = float64(b.N) / l.d.Seconds()
+			b.ReportMetric(rate[l.name], l.name+"-writes/s")
+		}
+		ratio := func(name, a, c string) {
+			if rate[a] > 0 && rate[c] > 0 {
+				b.ReportMetric(rate[a]/rate[c], name)
 			}
-			if cpu["agent-new,follower"] > 0 && cpu["baseline,agent-new,follower"] > 0 {
-				b.ReportMetric(cpu["agent-new,follower"]/cpu["baseline,agent-new,follower"], "agent-new-follower-cpu/baseline")
+		}
+		ratio("agent-new-follower/leader", "agent-new,follower", "agent-new,leader")
+		ratio("agent-new-follower/etcd-follower", "agent-new,follower", "etcd,follower")
+		ratio("load-follower/leader", "load,follower", "load,leader")
+		ratio("load-follower/etcd-follower", "load,follower", "etcd,follower")
+		ratio("agent-new-follower/baseline", "agent-new,follower", "baseline,agent-new,follower")
+		ratio("agent-new-leader/baseline", "agent-new,leader", "baseline,agent-new,leader")
+		ratio("load-leader/baseline", "load,leader", "baseline,load,leader")
+		ratio("agent-new-follower/no-broadcast", "agent-new,follower", "no-broadcast,agent-new,follower")
+		ratio("agent-new-leader/no-broadcast", "agent-new,leader", "no-broadcast,agent-new,leader")
+		ratio("load-leader/no-broadcast", "load,leader", "no-broadcast,load,leader")
+		ratio("baseline-agent-new-follower/etcd-follower", "baseline,agent-new,follower", "etcd,follower")
+		seen := map[string]float64{}
+		for _, w := range vis {
+			for i, where := range []string{"follower", "client"} {
+				ms := float64(w.seen[i].Microseconds()) / 1000 / float64(b.N)
+				seen[w.prefix+where] = ms
+				b.ReportMetric(ms, w.prefix+"visible-"+where+"-ms")
 			}
-			ratio := func(name, a, c string) {
-				if rate[a] > 0 && rate[c] > 0 {
-					b.ReportMetric(rate[a]/rate[c], name)
-				}
+		}
+		for _, where := range []string{"follower", "client"} {
+			if seen[where] > 0 && seen["baseline,"+where] > 0 {
+				b.ReportMetric(seen[where]/seen["baseline,"+where], "visible-"+where+"/baseline")
 			}
-			ratio("agent-new-follower/leader", "agent-new,follower", "agent-new,leader")
-			ratio("agent-new-follower/etcd-follower", "agent-new,follower", "etcd,follower")
-			ratio("load-follower/leader", "load,follower", "load,leader")
-			ratio("load-follower/etcd-follower", "load,follower", "etcd,follower")
-			ratio("agent-new-follower/baseline", "agent-new,follower", "baseline,agent-new,follower")
-			ratio("baseline-agent-new-follower/etcd-follower", "baseline,agent-new,follower", "etcd,follower")
-			ratio("baseline-agent-new-follower/leader", "baseline,agent-new,follower", "baseline,agent-new,leader")
-		})
-	}
+		}
+	})
 }
 
-// procsSched sums the CPU time and the times put on a CPU of the threads
-// of procs (/proc/PID/task/*/schedstat).
-func procsSched(b *testing.B, procs []*proc) (time.Duration, int64) {
-	var cpu time.Duration
-	var wakes int64
-	for _, p := range procs {
-		run, n, err := schedstat(p.cmd.Process.Pid)
+// visibleWriter makes a write on a cluster's leader (tool_load or
+// tool_unload on an agent of its own) and waits until the events files of
+// a follower and of a client show it; seen adds the time from the start
+// of the write until each showed it.
+type visibleWriter struct {
+	prefix   string
+	ctl      *ctlWriter
+	watchers [2]*eventWatcher // a follower, a client
+	seen     [2]time.Duration
+}
+
+// newVisibleWriter adds a client to c (a node beyond -voters 3, so the
+// cluster's flags must say so), and watches it and order[2], a follower
+// that takes no part in the other legs' writes.
+func newVisibleWriter(c *tcluster, order []*tnode) (*visibleWriter, error) {
+	cl := c.add(fmt.Sprintf("n%d", len(c.nodes)+1), []string{order[0].gossip})
+	c.start(cl)
+	c.ready(cl)
+	// Watching from before the agent exists, every write on it that a
+	// node applies as an entry shows once in its events file, in order.
+	w := &visibleWriter{}
+	for i, n := range []*tnode{order[2], cl} {
+		var err error
+		if w.watchers[i], err = watchEvents(n.p9, " bench/vis/"); err != nil {
+			w.close()
+			return nil, err
+		}
+	}
+	ctl, err := newCtlWriter(order[0].p9, "bench", "vis", 60*time.Second)
+	if err != nil {
+		w.close()
+		return nil, err
+	}
+	w.ctl = ctl
+	// A node that took the agent's first writes in a snapshot shows no
+	// event for them: write until each shows one, then drop what it
+	// shows until it has been quiet for a second (this node's events of
+	// the writes so far have all come by then).
+	deadline := time.Now().Add(2 * time.Minute)
+	for _, e := range w.watchers {
+		for {
+			if err := w.ctl.write(); err != nil {
+				w.close()
+				return nil, err
+			}
+			if _, err := e.next(5 * time.Second); err == nil {
+				break
+			} else if time.Now().After(deadline) {
+				w.close()
+				return nil, err
+			}
+		}
+	}
+	for _, e := range w.watchers {
+		for quiet := false; !quiet; {
+			select {
+			case <-e.ch:
+			case <-time.After(time.Second):
+				quiet = true
+			}
+		}
+	}
+	return w, nil
+}
+
+func (w *visibleWriter) write() error {
+	t := time.Now()
+	if err := w.ctl.write(); err != nil {
+		return err
+	}
+	for i, e := range w.watchers {
+		at, err := e.next(10 * time.Second)
 		if err != nil {
-			b.Fatal(err)
+			return err
 		}
-		cpu += run
-		wakes += n
+		w.seen[i] += at.Sub(t)
 	}
-	return cpu, wakes
+	return nil
 }
 
-// fwdBurst is how many writes each of BenchmarkFollowerWritesInterleaved's
-// 16 clients makes in one leg's burst.
-const fwdBurst = 4
-
-// writeBurst has each of ws make n writes, all at once (one alone in this
-// goroutine), and returns the time from the start to the last one's end.
-func writeBurst(ws []writer, n int) (time.Duration, error) {
-	start := time.Now()
-	if len(ws) == 1 {
-		for range n {
-			if err := ws[0].write(); err != nil {
-				return 0, err
-			}
-		}
-		return time.Since(start), nil
+func (w *visibleWriter) close() {
+	if w.ctl != nil {
+		w.ctl.close()
 	}
-	var wg sync.WaitGroup
-	errs := make([]error, len(ws))
-	for i, w := range ws {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range n {
-				if errs[i] = w.write(); errs[i] != nil {
-					return
+	for _, e := range w.watchers {
+		if e != nil {
+			e.conn.close()
+		}
+	}
+}
+
+// eventWatcher reads a node's events file and sends the time each line
+// holding match arrived.
+type eventWatcher struct {
+	addr string
+	conn *conn9
+	ch   chan time.Time
+	errc chan error
+}
+
+func watchEvents(addr, match string) (*eventWatcher, error) {
+	conn, err := dial9(addr)
+	if err != nil {
+		return nil, err
+	}
+	fid, err := conn.fsys.Open("events", plan9.OREAD)
+	if err != nil {
+		conn.close()
+		return nil, err
+	}
+	e := &eventWatcher{addr: addr, conn: conn, ch: make(chan time.Time, 64), errc: make(chan error, 1)}
+	go func() {
+		buf := make([]byte, 8192)
+		for {
+			// A read that finds nothing for 5 s returns 0 bytes.
+			n, err := fid.Read(buf)
+			at := time.Now()
+			for _, line := range strings.Split(string(buf[:n]), "\n") {
+				if strings.Contains(line, match) {
+					e.ch <- at
 				}
 			}
-		}()
+			if err != nil && n == 0 && !errors.Is(err, io.EOF) {
+				e.errc <- err
+				return
+			}
+		}
+	}()
+	return e, nil
+}
+
+// next waits up to d for the next matching line and returns when it came.
+func (e *eventWatcher) next(d time.Duration) (time.Time, error) {
+	select {
+	case at := <-e.ch:
+		return at, nil
+	case err := <-e.errc:
+		return time.Time{}, fmt.Errorf("events of %s: %w", e.addr, err)
+	case <-time.After(d):
+		return time.Time{}, fmt.Errorf("a write on the leader not seen in the events of %s within %v", e.addr, d)
 	}
-	wg.Wait()
-	return time.Since(start), errors.Join(errs...)
 }

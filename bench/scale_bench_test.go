@@ -39,11 +39,13 @@ import (
 // Legs: "clients" is the default (-voters 5: five servers, the rest
 // clients); "allraft" makes every node a Raft server (-servers N), as
 // every node was before clients existed; "baseline" is "clients" with the
-// binary TOOLNODE_BENCH_BASELINE names (an older build); "commit250" is
-// "clients" with -raft-commit-timeout 250ms; "waves" is "clients" with the
-// nodes past the seeds launched TOOLNODE_SCALE_WAVE (default 10) at a
-// time, each wave once the one before serves (its own start, not its
-// formation, so the waves overlap). The floors (bench/internal/
+// binary TOOLNODE_BENCH_BASELINE names (an older build); "commit=D" is
+// "clients" with -raft-commit-timeout D (commit=50ms: the library's
+// default, the node's before every server was told of each commit);
+// "waves" is "clients" with the nodes past the seeds launched
+// TOOLNODE_SCALE_WAVE (default 10) at a time, each wave once the one
+// before serves (its own start, not its formation, so the waves overlap).
+// The floors (bench/internal/
 // gossipfloor) count as clients: "gossip" runs the cluster package's
 // memberlist at the node's settings and nothing else
 // (TOOLNODE_SCALE_FLOOR_ARGS adds flags to it), "nothing" a Go process
@@ -98,10 +100,10 @@ func runScale(b *testing.B, size int, leg string) {
 	if leg == "allraft" {
 		c.extra = []string{"-servers", strconv.Itoa(size)}
 	}
-	if leg == "commit250" {
-		// The clients leg with Raft's CommitTimeout at 250 ms instead of
-		// 50 ms: what the leader's idle replication costs.
-		c.extra = []string{"-raft-commit-timeout", "250ms"}
+	if d, ok := strings.CutPrefix(leg, "commit="); ok {
+		// The clients leg with Raft's CommitTimeout at d instead of the
+		// default: what the leader's idle replication costs.
+		c.extra = []string{"-raft-commit-timeout", d}
 	}
 	if leg == "baseline" {
 		// The clients leg with the binary TOOLNODE_BENCH_BASELINE (an

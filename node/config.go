@@ -113,22 +113,28 @@ type Config struct {
 
 	// CommitTimeout is Raft's: how long a leader with nothing to send
 	// waits before it sends followers the commit index anyway; default
-	// DefaultCommitTimeout. After a forwarded write commits, the leader
-	// tells the node that forwarded it at once with a commit notice
-	// (notice.go); NudgeBarrier makes it append a Barrier instead (the
-	// former way, retry.go), and NoNudge does neither. All three exist to
+	// DefaultCommitTimeout. After each commit the leader tells every
+	// server at once with a commit notice (notice.go); NoCommitBroadcast
+	// tells only the node that forwarded a write (as before the
+	// broadcast), NudgeBarrier makes the leader append a Barrier instead
+	// (the former way, retry.go), and NoNudge does neither. All exist to
 	// measure the difference.
-	CommitTimeout time.Duration
-	NoNudge       bool
-	NudgeBarrier  bool
+	CommitTimeout     time.Duration
+	NoNudge           bool
+	NudgeBarrier      bool
+	NoCommitBroadcast bool
 
 	// noRequestIDs proposes commands without a request id, as before ids
 	// existed: for the control of the test that shows what they prevent.
 	noRequestIDs bool
 }
 
-// DefaultCommitTimeout is hashicorp/raft's own default.
-const DefaultCommitTimeout = 50 * time.Millisecond
+// DefaultCommitTimeout is five times hashicorp/raft's own default (50 ms):
+// followers learn each commit from the leader's commit notice at once
+// (notice.go), so the idle leader's periodic AppendEntries to each
+// follower is only a fallback, and at 50 ms it was half of the idle
+// leader's wake-ups (BENCHMARKS.md).
+const DefaultCommitTimeout = 250 * time.Millisecond
 
 // Defaults of DESIGN §5.
 const (

@@ -14,15 +14,18 @@
 // sessions and agents through a follower are answered once the leader
 // has committed them, and the follower's walks to a name it lacks wait
 // until it has applied every write acknowledged through it (appliedLater,
-// WalkSession); the leader tells the follower that forwarded a write,
-// or asked for its index, that the entry is committed with a commit
-// notice, an AppendEntries of its own without entries (notice.go), so the
-// follower applies it without waiting for the leader's next entry; it
-// answers the forward first, and holds the notice while more writes of
-// the same follower are in flight, the last of them telling of the
-// highest (fwdInflight). Raft's log is raft-wal behind a cache of its
-// recent entries (logcache.go), which the leader reads back to replicate
-// and a follower to apply. It publishes the tools and agent profiles of its
+// WalkSession); after each batch of commits the leader tells every
+// other server, and the follower that forwarded a write or asked for its
+// index, that the entry is committed with a commit notice, an
+// AppendEntries of its own without entries (notice.go; the broadcast is
+// left out when another entry, which tells them too, follows within
+// 2 ms), so they apply it without waiting for Raft's CommitTimeout,
+// which is only a fallback (250 ms). The leader answers a forward first,
+// and holds its notice while more writes of the same follower are in
+// flight, the last of them telling of the highest (fwdInflight). Raft's
+// log is raft-wal behind a cache of its recent entries (logcache.go),
+// which the leader reads back to replicate and a follower to apply. It
+// publishes the tools and agent profiles of its
 // own directories (publish.go) and of writes into t/ and a/
 // (publish9p.go); on the leader it keeps Raft's membership in step with
 // gossip (leader.go); it runs a call here when this host can, else on a

@@ -271,6 +271,24 @@ func newInmemClusterWith(t *testing.T, voters int, tweak func(*Config), names ..
 // it bootstraps) and waits until the leader has it in the configuration.
 func (c *inmemCluster) add(name string) *Node {
 	c.t.Helper()
+	n := c.addClient(name)
+	if len(n.cfg.Join) > 0 {
+		waitFor(c.t, name+" in the raft configuration", 10*time.Second, func() bool {
+			l := c.leader()
+			if l == nil {
+				return false
+			}
+			_, ok := suffrages(l)[name]
+			return ok
+		})
+	}
+	return n
+}
+
+// addClient starts a new node as add does, without waiting for the
+// leader to make it a server.
+func (c *inmemCluster) addClient(name string) *Node {
+	c.t.Helper()
 	addr, tr := raft.NewInmemTransport(raft.ServerAddress("raft-" + name))
 	m := &inmemMember{name: name, raftTr: tr, gossTr: c.gossip.newTransport(), down: true}
 	m.cfg = Config{
@@ -292,18 +310,7 @@ func (c *inmemCluster) add(name string) *Node {
 	c.byAddr[string(addr)] = m
 	c.order = append(c.order, name)
 	c.mu.Unlock()
-	n := c.start(m)
-	if len(m.cfg.Join) > 0 {
-		waitFor(c.t, name+" in the raft configuration", 10*time.Second, func() bool {
-			l := c.leader()
-			if l == nil {
-				return false
-			}
-			_, ok := suffrages(l)[name]
-			return ok
-		})
-	}
-	return n
+	return c.start(m)
 }
 
 // start runs a member's node on its data directory and transports, which

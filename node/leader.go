@@ -28,6 +28,7 @@ func (n *Node) watchLeadership(notify <-chan bool) {
 		case <-n.ctx.Done():
 			return
 		case leading := <-notify:
+			n.notices.leading.Store(leading)
 			switch {
 			case leading && loop == nil:
 				loop = n.startLeaderLoop()

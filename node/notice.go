@@ -3,26 +3,28 @@ package node
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
 )
 
-// The commit notice: how the leader tells the follower that forwarded a
-// write that it is committed, without a second log entry.
+// The commit notice: how the leader tells a server that an entry is
+// committed, without a second log entry and without waiting for Raft's
+// next AppendEntries.
 //
 // A follower answers a forwarded write once it has applied the write
 // itself (read-your-writes), and hashicorp/raft tells a follower that an
 // entry is committed only with the leader's next AppendEntries: at once
-// when more entries follow, otherwise after CommitTimeout (50–100 ms at
-// the library's default). Appending a Barrier makes that prompt, but costs
-// a second log write (an fsync) on the leader and on the follower before
-// the follower applies anything. Instead, once a forwarded write has
-// committed, the leader sends the forwarding node an AppendEntries of its
-// own through Raft's transport: no entries, PrevLogEntry and PrevLogTerm
-// the committed entry's index and term, LeaderCommitIndex that index, Term
-// the term the leader appended it in. The follower's Raft handles it like
-// any AppendEntries, in turn with the others on its main loop.
+// when more entries follow, otherwise after CommitTimeout. Appending a
+// Barrier makes that prompt, but costs a second log write (an fsync) on
+// the leader and on the follower before the follower applies anything.
+// Instead, once an entry has committed, the leader sends the follower an
+// AppendEntries of its own through Raft's transport: no entries,
+// PrevLogEntry and PrevLogTerm the committed entry's index and term,
+// LeaderCommitIndex that index, Term the term the leader leads. The
+// follower's Raft handles it like any AppendEntries, in turn with the
+// others on its main loop.
 //
 // It is safe whenever it arrives, because it says only what stays true
 // once said: this entry is committed. The follower refuses it when its
@@ -30,30 +32,146 @@ import (
 // does not hold that index with that term; otherwise, by Raft's log
 // matching property, its log up to the entry is the leader's, and it marks
 // the entry committed and applies up to it, exactly as the leader's next
-// AppendEntries would have. The term the notice carries is the committed
-// entry's, one this node led, so it never makes a follower adopt a term
-// nobody led. Nothing depends on timing: a notice that arrives before the
-// follower has stored the entry is refused, and is sent again a few times
-// over a few milliseconds (the entry is on its way), then replaced by the
-// Barrier nudge (retry.go); a notice that fails on the network is replaced
-// by the nudge at once.
+// AppendEntries would have. The term the notice carries is one this node
+// leads, so it never makes a follower adopt a term nobody led. Nothing
+// depends on timing: a notice that arrives before the follower has stored
+// the entry is refused, and is sent again a few times over a few
+// milliseconds (the entry is on its way); one for a forwarded write or a
+// ReadIndex is then replaced by the Barrier nudge (retry.go), as is such
+// a one that fails on the network.
 //
-// Notices to one follower coalesce: while one is in flight, further
-// requests are merged into one for the highest index.
+// After every commit the leader tells every server, not only the one
+// that forwarded a write (broadcast): the leader's FSM, once it has
+// applied a batch of committed entries (raft.BatchingFSM, fsmFeed), hands
+// the batch's last index and term to one goroutine, which queues a notice
+// of it to every other server in Raft's configuration, voters and
+// non-voters. So a write made on the leader, or through a client whose
+// server is not the forwarding node, is applied on every server within a
+// round trip, and a client's stream carries it on as its server applies
+// it; Raft's CommitTimeout is then only a fallback, and can be long
+// (DefaultCommitTimeout). A broadcast notice
+// never falls back to the Barrier (a follower that lacks the entry is
+// being sent it, and learns the commit with it or at the next
+// CommitTimeout), and skips a server whose last notice failed on the
+// network for noticeBackoff, so a dead server costs one dial a second at
+// most. It waits broadcastWait first: when another entry is appended
+// meanwhile, its AppendEntries carries the commit index to every follower
+// (it is sent after the commit), and no notice is sent.
+//
+// Every notice is of the term this node leads when it sends it (leaderTerm),
+// as the leader's own AppendEntries are, and names the entry's own term
+// as PrevLogTerm: an entry of an earlier leader's term that this leader
+// committed is told too, and a follower that has heard of this term
+// does not refuse it as stale.
+//
+// Notices to one server coalesce: while one is in flight, further
+// requests are merged into one for the highest index, and one that names
+// an entry the server already accepted as committed is dropped; so a
+// server gets one notice per batch of commits at most, and fewer under
+// load, when a batch commits while the previous notice travels.
 
 // noticeRetries bounds how often a refused notice is sent again, waiting
 // 1, 2, 4, ... ms between tries, before the leader falls back to the nudge.
 const noticeRetries = 5
 
+// noticeBackoff is how long broadcast notices skip a server whose last
+// notice failed on the network.
+const noticeBackoff = time.Second
+
+// broadcastWait is how long the leader waits after a commit for another
+// entry, whose AppendEntries carries the commit to every follower, before
+// it sends the broadcast notices: a writer that writes again at once
+// (one client writing in turn, through a follower) costs no notices, a
+// last write a few milliseconds more before other servers see it.
+const broadcastWait = 2 * time.Millisecond
+
 type noticeTarget struct {
 	addr        raft.ServerAddress
-	index, term uint64 // the highest committed entry to tell, and its term
+	pending     bool
+	index, term uint64    // the highest committed entry to tell, and its term
+	nudge       bool      // a pending request falls back to the Barrier nudge
+	told        uint64    // the highest entry the server accepted as committed
+	failedAt    time.Time // its last notice's network failure
 	running     bool
 }
 
 type commitNotices struct {
 	mu      sync.Mutex
 	targets map[raft.ServerID]*noticeTarget
+
+	leading atomic.Bool   // this node leads (watchLeadership): broadcast
+	kick    chan struct{} // a batch was applied on the leader
+	lastMu  sync.Mutex
+	index   uint64 // the last entry the leader's FSM applied, and its term
+	term    uint64
+}
+
+// broadcasting reports whether every commit is told to every server.
+func (n *Node) broadcasting() bool {
+	return !n.cfg.NoNudge && !n.cfg.NudgeBarrier && !n.cfg.NoCommitBroadcast
+}
+
+// committed is called by the FSM's feed after it applied a batch whose
+// last entry is index, of term. On the leader it wakes broadcastCommits;
+// it never blocks, and changes nothing the FSM holds.
+func (n *Node) committed(index, term uint64) {
+	cn := &n.notices
+	if !cn.leading.Load() {
+		return
+	}
+	cn.lastMu.Lock()
+	if index > cn.index {
+		cn.index, cn.term = index, term
+	}
+	cn.lastMu.Unlock()
+	select {
+	case cn.kick <- struct{}{}:
+	default: // a wake-up is pending; it reads the newest index
+	}
+}
+
+// broadcastCommits, while this node leads, queues a commit notice of the
+// last applied entry to every other server after each applied batch.
+func (n *Node) broadcastCommits() {
+	defer n.wg.Done()
+	cn := &n.notices
+	self := raft.ServerID(n.cfg.Name)
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-cn.kick:
+		}
+		if _, ok := n.leaderTerm(); !ok {
+			continue
+		}
+		// An entry appended from now on is sent to every follower with a
+		// commit index at or past the batch just applied: when the next
+		// write comes within broadcastWait, its AppendEntries tells them,
+		// and a notice would only add a message to its way.
+		r := n.raftNode() // this goroutine starts once Raft is open
+		last := r.LastIndex()
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-time.After(broadcastWait):
+		}
+		if r.LastIndex() > last {
+			continue
+		}
+		cn.lastMu.Lock()
+		index, term := cn.index, cn.term
+		cn.lastMu.Unlock()
+		f := r.GetConfiguration()
+		if f.Error() != nil {
+			continue
+		}
+		for _, s := range f.Configuration().Servers {
+			if s.ID != self {
+				n.queueNotice(s.ID, s.Address, index, term, false)
+			}
+		}
+	}
 }
 
 // tellCommitted, on the leader, tells the follower id at addr that the
@@ -72,6 +190,13 @@ func (n *Node) tellCommitted(id raft.ServerID, addr raft.ServerAddress, index ui
 		n.nudgeFollowers()
 		return
 	}
+	n.queueNotice(id, addr, index, l.Term, true)
+}
+
+// queueNotice asks for a notice of the committed entry index, of term, to
+// the server id at addr; nudge: fall back to the Barrier when it cannot be
+// told.
+func (n *Node) queueNotice(id raft.ServerID, addr raft.ServerAddress, index, term uint64, nudge bool) {
 	cn := &n.notices
 	cn.mu.Lock()
 	if cn.targets == nil {
@@ -82,10 +207,18 @@ func (n *Node) tellCommitted(id raft.ServerID, addr raft.ServerAddress, index ui
 		t = &noticeTarget{}
 		cn.targets[id] = t
 	}
-	t.addr = addr
-	if index > t.index {
-		t.index, t.term = index, l.Term
+	if t.addr != addr {
+		t.addr, t.told = addr, 0 // another process under the name
 	}
+	if index <= t.told || (!nudge && !t.failedAt.IsZero() && time.Since(t.failedAt) < noticeBackoff) {
+		cn.mu.Unlock()
+		return
+	}
+	if !t.pending || index > t.index {
+		t.index, t.term = index, term
+	}
+	t.pending = true
+	t.nudge = t.nudge || nudge
 	start := !t.running
 	t.running = true
 	cn.mu.Unlock()
@@ -96,44 +229,79 @@ func (n *Node) tellCommitted(id raft.ServerID, addr raft.ServerAddress, index ui
 
 // sendNotices sends t's notices until none is pending.
 func (n *Node) sendNotices(id raft.ServerID, t *noticeTarget) {
-	var sent uint64
+	cn := &n.notices
 	for {
-		cn := &n.notices
 		cn.mu.Lock()
-		if t.index <= sent || n.ctx.Err() != nil {
-			t.running = false
+		if !t.pending || t.index <= t.told || n.ctx.Err() != nil {
+			t.pending, t.nudge, t.running = false, false, false
 			cn.mu.Unlock()
 			return
 		}
-		addr, index, term := t.addr, t.index, t.term
+		addr, index, term, nudge := t.addr, t.index, t.term, t.nudge
+		t.pending, t.nudge = false, false
 		cn.mu.Unlock()
-		n.noticeOnce(id, addr, index, term)
-		sent = index
+		told, netErr := false, false
+		if lt, ok := n.leaderTerm(); ok {
+			told, netErr = n.noticeOnce(id, addr, index, term, lt, nudge)
+		}
+		cn.mu.Lock()
+		if told && index > t.told && addr == t.addr {
+			t.told = index
+		}
+		if netErr {
+			t.failedAt = time.Now()
+		} else {
+			t.failedAt = time.Time{}
+		}
+		cn.mu.Unlock()
 	}
 }
 
-// noticeOnce tells the follower of one committed entry, sending again
-// while the follower has yet to store it, and nudges when it cannot.
-func (n *Node) noticeOnce(id raft.ServerID, addr raft.ServerAddress, index, term uint64) {
+// leaderTerm returns the term this node leads, and false when it does
+// not lead: the state is read between two reads of the term that agree,
+// so the node led that term (a term never comes back).
+func (n *Node) leaderTerm() (uint64, bool) {
+	r := n.raftNode()
+	if r == nil {
+		return 0, false
+	}
+	t := r.CurrentTerm()
+	if r.State() != raft.Leader || r.CurrentTerm() != t {
+		return 0, false
+	}
+	return t, true
+}
+
+// noticeOnce tells the follower that the entry at index, of logTerm, is
+// committed, in a notice of term (one this node leads), sending again
+// while the follower has yet to store it; with nudge, it nudges when it
+// cannot. told: the follower took it; netErr: it did not answer.
+func (n *Node) noticeOnce(id raft.ServerID, addr raft.ServerAddress, index, logTerm, term uint64, nudge bool) (told, netErr bool) {
 	wait := time.Millisecond
 	for try := 0; ; try++ {
-		resp, err := n.sendCommitNotice(id, addr, index, term, term)
+		resp, err := n.sendCommitNotice(id, addr, index, logTerm, term)
 		switch {
 		case err != nil:
-			n.nudgeFollowers()
-			return
-		case resp.Success, resp.Term > term:
-			// Told; or a later term's leader tells it now.
-			return
+			if nudge {
+				n.nudgeFollowers()
+			}
+			return false, true
+		case resp.Success:
+			return true, false
+		case resp.Term > term:
+			// A later term's leader tells it now.
+			return false, false
 		case resp.LastLog >= index || try == noticeRetries:
 			// Its log does not match at index (it will be corrected by the
 			// leader's replication), or the entry is long in coming.
-			n.nudgeFollowers()
-			return
+			if nudge {
+				n.nudgeFollowers()
+			}
+			return false, false
 		}
 		select {
 		case <-n.ctx.Done():
-			return
+			return false, false
 		case <-time.After(wait):
 		}
 		wait *= 2

@@ -31,16 +31,17 @@ func waitAdminTokens(t *testing.T, c *inmemCluster) {
 	}
 }
 
-// With a CommitTimeout of an hour, a follower learns that an entry is
-// committed only from the entry after it. The control: a write on the
-// leader reaches the follower's log, and the follower does not apply it.
+// With a CommitTimeout of an hour and no broadcast of commits, a follower
+// learns that an entry is committed only from the entry after it. The
+// control: a write on the leader reaches the follower's log, and the
+// follower does not apply it.
 // A write forwarded through the follower still returns, applied there
 // (read-your-writes): the leader sent it a commit notice, which also
 // brings the control's write. Another follower's agent read is current at
 // once: the ReadIndex gets it a notice too.
 func Test_InMem_CommitNotice(t *testing.T) {
 	t.Parallel()
-	c := newInmemClusterWith(t, 0, func(cfg *Config) { cfg.CommitTimeout = time.Hour }, "n1", "n2", "n3")
+	c := newInmemClusterWith(t, 0, func(cfg *Config) { cfg.CommitTimeout, cfg.NoCommitBroadcast = time.Hour, true }, "n1", "n2", "n3")
 	all := c.up()
 	l := c.waitLeader(all...)
 	fs := others(all, l.Name())
@@ -91,13 +92,86 @@ func Test_InMem_CommitNotice(t *testing.T) {
 	}
 }
 
+// With a CommitTimeout of an hour, every server applies a write made on
+// the leader at once, voters and non-voters: the leader tells each of
+// them of every commit (the broadcast); a client, fed by a server's
+// stream, has it as soon as its server does. A server the leader cannot
+// reach holds up neither the writes nor the others' notices. The
+// control: without the broadcast a follower stores the entry and does
+// not apply it (Test_InMem_CommitNotice's control, here on the same
+// shape of cluster).
+func Test_InMem_CommitBroadcast(t *testing.T) {
+	t.Parallel()
+	for _, broadcast := range []bool{true, false} {
+		c := newInmemCluster(t, 3)
+		c.servers = 4 // n4 a non-voter, n5 a client
+		c.tweak = func(cfg *Config) { cfg.CommitTimeout, cfg.NoCommitBroadcast = time.Hour, !broadcast }
+		for _, name := range []string{"n1", "n2", "n3", "n4"} {
+			c.add(name)
+		}
+		client := c.addClient("n5")
+		all := c.up()
+		l := c.waitLeader(others(all, "n5")...)
+		waitFor(t, "n4 a non-voter", 10*time.Second, func() bool { return suffrages(l)["n4"] == raft.Nonvoter })
+		waitAdminTokens(t, c)
+		waitFor(t, "n5 to follow a server", 10*time.Second, func() bool { return client.Ready() == nil })
+
+		newSession(t, l, "b")
+		idx := l.fsm.LastIndex()
+		if !broadcast {
+			f := c.node(others(all, l.Name(), "n4", "n5")[0])
+			waitFor(t, f.Name()+" to store the entry", 5*time.Second, func() bool { return f.raftNode().LastIndex() >= idx })
+			if f.fsm.LastIndex() >= idx {
+				t.Fatalf("control: %s applied index %d with no broadcast and no CommitTimeout", f.Name(), idx)
+			}
+			continue
+		}
+		for _, name := range others(all, l.Name()) {
+			n := c.node(name)
+			waitFor(t, name+" to apply the leader's write", 5*time.Second, func() bool { return n.fsm.LastIndex() >= idx })
+		}
+
+		// Many writes at once: each server applies all of them, told of
+		// the batches they commit in.
+		var wg sync.WaitGroup
+		for i := range 40 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := l.NewSession(fmt.Sprintf("name=m%d", i)); err != nil {
+					t.Errorf("session m%d: %v", i, err)
+				}
+			}()
+		}
+		wg.Wait()
+		idx = l.fsm.LastIndex()
+		for _, name := range others(all, l.Name()) {
+			n := c.node(name)
+			waitFor(t, name+" to apply the leader's 40 writes", 5*time.Second, func() bool { return n.fsm.LastIndex() >= idx })
+		}
+
+		// One server cut off from the leader: the others are still told.
+		cut := others(all, l.Name(), "n5")[0]
+		c.cutRaft(l.Name(), cut)
+		for i := range 3 {
+			newSession(t, l, fmt.Sprintf("c%d", i))
+			idx := l.fsm.LastIndex()
+			for _, name := range others(all, l.Name(), cut) {
+				n := c.node(name)
+				waitFor(t, fmt.Sprintf("%s to apply write %d with %s cut off", name, i, cut), 5*time.Second, func() bool { return n.fsm.LastIndex() >= idx })
+			}
+		}
+		c.heal()
+	}
+}
+
 // The notice is safe because the follower checks it like any
 // AppendEntries: one whose entry's term does not match the follower's log
 // is refused and applies nothing (the protection); the control, the same
 // notice with the right term, is taken.
 func Test_InMem_CommitNoticeChecked(t *testing.T) {
 	t.Parallel()
-	c := newInmemClusterWith(t, 0, func(cfg *Config) { cfg.CommitTimeout = time.Hour }, "n1", "n2", "n3")
+	c := newInmemClusterWith(t, 0, func(cfg *Config) { cfg.CommitTimeout, cfg.NoCommitBroadcast = time.Hour, true }, "n1", "n2", "n3")
 	all := c.up()
 	l := c.waitLeader(all...)
 	f := c.node(others(all, l.Name())[0])

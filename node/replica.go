@@ -71,24 +71,40 @@ type replica struct {
 }
 
 // fsmFeed is the raft.FSM Raft is given: the node's FSM, fed under
-// feedMu, each applied command published to the stream's Hub.
+// feedMu, each applied command published to the stream's Hub. It takes
+// Raft's committed entries a batch at a time (raft.BatchingFSM), so that
+// the leader tells every server of each batch once (notice.go).
 type fsmFeed struct{ n *Node }
 
-var _ raft.FSM = fsmFeed{}
+var _ raft.BatchingFSM = fsmFeed{}
 
 func (f fsmFeed) Apply(l *raft.Log) any {
+	return f.ApplyBatch([]*raft.Log{l})[0]
+}
+
+// ApplyBatch applies the commands of a batch of committed entries (Raft
+// also hands it configuration entries, which the FSM does not hold).
+func (f fsmFeed) ApplyBatch(logs []*raft.Log) []any {
 	r := &f.n.rep
+	out := make([]any, len(logs))
 	r.feedMu.Lock()
-	defer r.feedMu.Unlock()
-	r.takeFeed()
-	if l.Type == raft.LogCommand && l.Index <= f.n.fsm.LastIndex() {
-		return nil // applied from the stream before this node joined Raft
-	}
-	resp := f.n.fsm.Apply(l)
-	if l.Type == raft.LogCommand {
+	for i, l := range logs {
+		if l.Type != raft.LogCommand {
+			continue
+		}
+		r.takeFeed()
+		if l.Index <= f.n.fsm.LastIndex() {
+			continue // applied from the stream before this node joined Raft
+		}
+		out[i] = f.n.fsm.Apply(l)
 		r.hub.Publish(l.Index, l.Data)
 	}
-	return resp
+	r.feedMu.Unlock()
+	if len(logs) > 0 {
+		last := logs[len(logs)-1]
+		f.n.committed(last.Index, last.Term)
+	}
+	return out
 }
 
 func (f fsmFeed) Snapshot() (raft.FSMSnapshot, error) { return f.n.fsm.Snapshot() }

@@ -40,12 +40,13 @@ var errAmbiguous = errors.New("the write may or may not have been applied")
 // nudger makes the leader tell every follower at once that the entries
 // it has are committed, by appending a Barrier: its AppendEntries carries
 // the new commit index within a round trip, where hashicorp/raft would
-// otherwise wait for the next write or CommitTimeout (50 ms to 100 ms at
-// the library's default). It costs a log write (an fsync) on the leader
+// otherwise wait for the next write or CommitTimeout (250 to 500 ms at
+// the node's default). It costs a log write (an fsync) on the leader
 // and on each follower, so it is the fallback of the commit notice
-// (notice.go), used when a notice cannot be delivered, and the way of
-// -raft-nudge-barrier. Nudges coalesce: while one Barrier is being
-// enqueued, further requests make at most one more.
+// (notice.go), used when a notice for a forwarded write or a ReadIndex
+// cannot be delivered, and the way of -raft-nudge-barrier. Nudges
+// coalesce: while one Barrier is being enqueued, further requests make at
+// most one more.
 type nudger struct {
 	want    atomic.Bool
 	running atomic.Bool

@@ -75,6 +75,7 @@ func serve(args []string) (err error) {
 	fs.DurationVar(&cfg.CommitTimeout, "raft-commit-timeout", node.DefaultCommitTimeout, "how long an idle Raft leader waits before sending followers the commit index (tuning)")
 	fs.BoolVar(&cfg.NoNudge, "raft-no-nudge", false, "do not tell followers at once that a forwarded write committed (measurement only)")
 	fs.BoolVar(&cfg.NudgeBarrier, "raft-nudge-barrier", false, "tell followers that a forwarded write committed by appending a Barrier, not with a commit notice (measurement only)")
+	fs.BoolVar(&cfg.NoCommitBroadcast, "raft-no-commit-broadcast", false, "tell only the node that forwarded a write of its commit, not every server of every commit (measurement only)")
 	fs.BoolVar(&useExamp, "examples", false, "serve the built-in example tools and profiles (unless -tools/-agents are given)")
 	logLevel := fs.String("log-level", "info", "least level logged: debug, info, warn or error")
 	logFormat := fs.String("log-format", logx.Text, "log format on stderr: text (key=value) or json")
