@@ -38,6 +38,8 @@
 // same FSM from a server, and whose writes go to the leader the stream
 // names (replica.go). The leader keeps -voters voters and -servers
 // servers in all, taking nodes that ask (-server) first (leader.go).
+// With Config.ClientProcs a client runs on that many processors and a
+// server on the runtime's default (procs.go).
 // It checks 9P attaches against the tokens in its FSM,
 // serves token/, ends a revoked token's connections and makes its own
 // admin token at first start (tokens.go). With Config.AuditFile, every
