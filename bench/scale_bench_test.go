@@ -39,7 +39,10 @@ import (
 // clients); "allraft" makes every node a Raft server (-servers N), as
 // every node was before clients existed; "baseline" is "clients" with the
 // binary TOOLNODE_BENCH_BASELINE names (an older build); "commit250" is
-// "clients" with -raft-commit-timeout 250ms. The floors (bench/internal/
+// "clients" with -raft-commit-timeout 250ms; "procs2" is "clients" with
+// GOMAXPROCS=2 in the nodes' environment (clients on two processors, as
+// before they ran on one: the same binary, where two builds of one
+// commit can idle 30 % apart). The floors (bench/internal/
 // gossipfloor) count as clients: "gossip" runs the cluster package's
 // memberlist at the node's settings and nothing else
 // (TOOLNODE_SCALE_FLOOR_ARGS adds flags to it), "nothing" a Go process
@@ -93,6 +96,12 @@ func runScale(b *testing.B, size int, leg string) {
 	c.per = func(n *tnode) []string { return []string{"-metrics", metricsAddr[n.name]} }
 	if leg == "allraft" {
 		c.extra = []string{"-servers", strconv.Itoa(size)}
+	}
+	if leg == "procs2" {
+		// The clients leg with GOMAXPROCS=2 in every node's environment,
+		// which a node keeps: clients on two processors, as before they
+		// ran on one, in the same binary.
+		c.env = []string{"GOMAXPROCS=2"}
 	}
 	if leg == "commit250" {
 		// The clients leg with Raft's CommitTimeout at 250 ms instead of
