@@ -354,6 +354,7 @@ type tcluster struct {
 	nodes []*tnode
 	extra []string                // flags every node gets (credentials)
 	per   func(n *tnode) []string // flags of one node (its certificate), or nil
+	env   []string                // environment every node gets beyond the test's
 }
 
 func newTCluster(tb testing.TB) *tcluster {
@@ -401,7 +402,7 @@ func (c *tcluster) start(n *tnode) {
 	if c.per != nil {
 		args = append(args, c.per(n)...)
 	}
-	n.p = startProc(c.tb, childEnv("XDG_CONFIG_HOME="+n.config), c.bin, args...)
+	n.p = startProc(c.tb, childEnv(append([]string{"XDG_CONFIG_HOME=" + n.config}, c.env...)...), c.bin, args...)
 	p := n.p
 	c.tb.Cleanup(p.kill)
 }

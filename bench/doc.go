@@ -33,7 +33,10 @@
 //     own (the floor programs are in internal/). BenchmarkCall/interleaved
 //     runs the floor and the call in turn in every iteration, and, with
 //     TOOLNODE_BENCH_BASELINE naming another toolnode binary, the same
-//     call on a node of that binary: before and after in one run.
+//     call on a node of that binary: before and after in one run. With
+//     TOOLNODE_BENCH_CALL_CLIENT=1 it and BenchmarkCallSteps call through
+//     a client (a node out of Raft, fed by its server's stream) of a
+//     cluster of two instead of a lone node.
 //   - BenchmarkMCPCall, BenchmarkMCPFloor: one tools/call through MCP
 //     (`toolnode mcp` over stdio, the node's -mcp over Streamable HTTP)
 //     against the same request over 9P, the legs interleaved in one loop

@@ -44,8 +44,10 @@ import (
 // default, the node's before every server was told of each commit);
 // "waves" is "clients" with the nodes past the seeds launched
 // TOOLNODE_SCALE_WAVE (default 10) at a time, each wave once the one
-// before serves (its own start, not its formation, so the waves overlap).
-// The floors (bench/internal/
+// before serves (its own start, not its formation, so the waves overlap);
+// "procs2" is "clients" with GOMAXPROCS=2 in the nodes' environment
+// (clients on two processors, as before they ran on one: the same
+// binary, where two builds of one commit can idle 30 % apart). The floors (bench/internal/
 // gossipfloor) count as clients: "gossip" runs the cluster package's
 // memberlist at the node's settings and nothing else
 // (TOOLNODE_SCALE_FLOOR_ARGS adds flags to it), "nothing" a Go process
@@ -104,6 +106,12 @@ func runScale(b *testing.B, size int, leg string) {
 		// The clients leg with Raft's CommitTimeout at d instead of the
 		// default: what the leader's idle replication costs.
 		c.extra = []string{"-raft-commit-timeout", d}
+	}
+	if leg == "procs2" {
+		// The clients leg with GOMAXPROCS=2 in every node's environment,
+		// which a node keeps: clients on two processors, as before they
+		// ran on one, in the same binary.
+		c.env = []string{"GOMAXPROCS=2"}
 	}
 	if leg == "baseline" {
 		// The clients leg with the binary TOOLNODE_BENCH_BASELINE (an

@@ -231,6 +231,35 @@ func startLoneWith(b *testing.B, flags ...string) *lone {
 
 // startLoneBin is startLoneWith for the toolnode binary bin.
 func startLoneBin(b *testing.B, bin string, flags ...string) *lone {
+	return startLoneAs(b, bin, nil, flags...)
+}
+
+// startCallNode is the node BenchmarkCall and BenchmarkCallSteps call
+// through: a lone node, or, with TOOLNODE_BENCH_CALL_CLIENT=1, a client
+// (startClientBin).
+func startCallNode(b *testing.B, bin string) *lone {
+	if os.Getenv("TOOLNODE_BENCH_CALL_CLIENT") == "1" {
+		return startClientBin(b, bin)
+	}
+	return startLoneBin(b, bin)
+}
+
+// startClientBin starts two nodes of binary bin with -voters 1: a server
+// that publishes nop, and a client that joins it; the client's agent has
+// loaded nop, whose executable it fetched from the server, and runs it
+// on the client.
+func startClientBin(b *testing.B, bin string) *lone {
+	b.Helper()
+	srv := startLoneBin(b, bin, "-voters", "1")
+	gossip := srv.p.cmd.Args[slices.Index(srv.p.cmd.Args, "-gossip")+1]
+	cl := startLoneAs(b, bin, &srv.tool, "-voters", "1", "-join", gossip, "-name", "benchc")
+	return cl
+}
+
+// startLoneAs is startLoneBin; with a non-nil tool, the node publishes
+// nothing, waits until it lists the tool another node published, and
+// takes *tool as the tool's path.
+func startLoneAs(b *testing.B, bin string, tool *string, flags ...string) *lone {
 	b.Helper()
 	root := b.TempDir()
 	tools := filepath.Join(root, "tools")
@@ -241,11 +270,15 @@ func startLoneBin(b *testing.B, bin string, flags ...string) *lone {
 		}
 	}
 	l := &lone{tool: filepath.Join(tools, "nop")}
-	if err := os.WriteFile(l.tool, []byte(nopScript), 0o755); err != nil {
-		b.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(tools, "nop.meta"), []byte(`{"description":"does nothing"}`+"\n"), 0o644); err != nil {
-		b.Fatal(err)
+	if tool != nil {
+		l.tool = *tool
+	} else {
+		if err := os.WriteFile(l.tool, []byte(nopScript), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(tools, "nop.meta"), []byte(`{"description":"does nothing"}`+"\n"), 0o644); err != nil {
+			b.Fatal(err)
+		}
 	}
 	args, addr := nodeArgs(b, filepath.Join(root, "data"), tools, agents)
 	l.addr = addr
@@ -260,7 +293,11 @@ func startLoneBin(b *testing.B, bin string, flags ...string) *lone {
 	}
 	b.Cleanup(c.close)
 	l.conn = c
-	s, err := c.ask("session/new", "name=bench")
+	session := "bench"
+	if tool != nil {
+		session = "benchc" // the other node made bench
+	}
+	s, err := c.ask("session/new", "name="+session)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -284,7 +321,7 @@ func startLoneBin(b *testing.B, bin string, flags ...string) *lone {
 // by go9p with no work behind them, timed after each exec; what a call
 // adds beyond the exec and that (added-beyond-proto) is the node's own.
 func BenchmarkCall(b *testing.B) {
-	l := startLone(b)
+	l := startCallNode(b, toolnodeBin(b))
 	b.Run("floor-exec", func(b *testing.B) {
 		for b.Loop() {
 			execFloor(b, l.tool)
@@ -298,7 +335,7 @@ func BenchmarkCall(b *testing.B) {
 	b.Run("interleaved", func(b *testing.B) {
 		var base *lone
 		if bin := os.Getenv("TOOLNODE_BENCH_BASELINE"); bin != "" {
-			base = startLoneBin(b, bin)
+			base = startCallNode(b, bin)
 		}
 		// The protocol's floor: the exec, then the same 9P messages
 		// answered by go9p with no work behind them.
@@ -410,10 +447,10 @@ func procCPU(b *testing.B, p *proc) time.Duration {
 // with TOOLNODE_BENCH_BASELINE, the same steps on a node of that binary,
 // the two nodes taking turns at going first.
 func BenchmarkCallSteps(b *testing.B) {
-	l := startLone(b)
+	l := startCallNode(b, toolnodeBin(b))
 	var base *lone
 	if bin := os.Getenv("TOOLNODE_BENCH_BASELINE"); bin != "" {
-		base = startLoneBin(b, bin)
+		base = startCallNode(b, bin)
 	}
 	g := startGo9p(b)
 	var d, bd, gd [len(callSteps)]time.Duration

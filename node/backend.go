@@ -626,6 +626,8 @@ func (n *Node) runChecked(ctx context.Context, e *entry, c *registry.Checked) ([
 		return nil, fmt.Errorf("tool %q: %w", e.tool.Name, err)
 	}
 	defer n.calls.release()
+	n.procsCall(1)
+	defer n.procsCall(-1)
 	return c.Run(ctx)
 }
 

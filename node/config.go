@@ -67,6 +67,11 @@ type Config struct {
 	Workdirs    []string      // trees a session's cwd must lie in; none: anywhere the rules allow
 	ToolEnv     []string      // variables passed to sandboxed tools beyond the allow-list (-tool-env)
 
+	// ClientProcs, when above 0, is GOMAXPROCS while this node is a
+	// client (procs.go); a server has the runtime's default. GOMAXPROCS
+	// is the process's: set it only where the process runs one node.
+	ClientProcs int
+
 	// P9Anon is the role of a 9P attach without a token: none, read,
 	// call, publish or admin; "" is admin on a loopback listener and
 	// none on any other (DESIGN §7).

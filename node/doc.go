@@ -48,7 +48,8 @@
 // only when the leader's first Raft request reaches it (lazyraft.go): a
 // client that is never added spends nothing on Raft. The leader keeps
 // -voters voters and -servers servers in all, taking nodes that ask
-// (-server) first (leader.go).
+// (-server) first (leader.go). With Config.ClientProcs a client runs on
+// that many processors and a server on the runtime's default (procs.go).
 // It checks 9P attaches against the tokens in its FSM,
 // serves token/, ends a revoked token's connections and makes its own
 // admin token at first start (tokens.go). With Config.AuditFile, every

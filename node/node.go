@@ -67,6 +67,7 @@ type Node struct {
 	ri        readIndex     // readindex.go
 	route     router
 	rep       replica // servers and clients (replica.go)
+	procs     procs   // a client's GOMAXPROCS (procs.go)
 
 	unreachMu sync.Mutex
 	unreach   map[string]string // node → why the leader keeps it out of Raft
@@ -232,6 +233,7 @@ func New(cfg Config) (n *Node, err error) {
 	}
 	n.startAdminToken()
 	n.steps.step("9P serving")
+	n.startProcs()
 	n.logger.Printf("node %s: serving 9P on %s, cluster on %s, gossip on %s", cfg.Name, n.P9Addr(), n.transport.LocalAddr(), n.gossip.LocalAddr())
 	return n, nil
 }

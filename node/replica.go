@@ -276,6 +276,7 @@ func (n *Node) checkRole() {
 		n.quietRaft(true)
 		n.startFollowing()
 	}
+	n.applyProcs()
 }
 
 // clientRaftTimeout is a client's Raft heartbeat and election timeout.

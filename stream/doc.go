@@ -15,7 +15,9 @@
 //   - a heartbeat every two seconds when idle, and at once when the
 //     status changes, carrying the server's applied index and the
 //     cluster's status (the leader, the servers), which is how a client
-//     knows where to forward writes.
+//     knows where to forward writes. One ticker beats for all of a
+//     Hub's subscribers, so an idle server wakes once an interval
+//     however many clients follow it.
 //
 // The stream is resumable from any index, so a client whose server dies
 // dials the next one (servers are ranked per client by rendezvous hashing

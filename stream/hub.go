@@ -53,6 +53,9 @@ type Hub struct {
 	floor  uint64 // entries at or below it may be missing from the window
 	last   uint64 // the last index published (or the floor)
 	subs   map[*sub]struct{}
+	// beating: the heartbeat ticker runs (beat), while there are
+	// subscribers.
+	beating bool
 }
 
 // NewHub returns a Hub whose window starts empty at index 0.
@@ -150,11 +153,36 @@ func (h *Hub) Reset(index uint64) {
 func (h *Hub) StatusChanged() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.beatAll()
+}
+
+// beatAll has every subscriber send a heartbeat now. h.mu is held.
+func (h *Hub) beatAll() {
 	for s := range h.subs {
 		s.mu.Lock()
 		s.beat = true
 		s.mu.Unlock()
 		s.kick()
+	}
+}
+
+// beat has every subscriber send a heartbeat each Heartbeat, from one
+// ticker for all: an idle server wakes once an interval however many
+// clients follow it, where a ticker per subscriber woke it once per
+// client (each wake-up of an idle process costs more than its work). It
+// runs while there are subscribers (subscribe starts it).
+func (h *Hub) beat() {
+	t := time.NewTicker(h.cfg.Heartbeat)
+	defer t.Stop()
+	for range t.C {
+		h.mu.Lock()
+		if len(h.subs) == 0 {
+			h.beating = false
+			h.mu.Unlock()
+			return
+		}
+		h.beatAll()
+		h.mu.Unlock()
 	}
 }
 
@@ -198,6 +226,10 @@ func (h *Hub) subscribe(have uint64) (s *sub, fromWindow bool) {
 		}
 	}
 	h.subs[s] = struct{}{}
+	if !h.beating {
+		h.beating = true
+		go h.beat()
+	}
 	return s, fromWindow
 }
 
@@ -255,8 +287,6 @@ func (h *Hub) Serve(ctx context.Context, c net.Conn) error {
 		}
 		cur = index
 	}
-	tick := time.NewTicker(h.cfg.Heartbeat)
-	defer tick.Stop()
 	heartbeat := func() error {
 		if err := send(frameHeartbeat, h.Last(), encodeStatus(h.cfg.Status())); err != nil {
 			return err
@@ -293,11 +323,7 @@ func (h *Hub) Serve(ctx context.Context, c net.Conn) error {
 			}
 		}
 		select {
-		case <-s.wake:
-		case <-tick.C:
-			if err := heartbeat(); err != nil {
-				return err
-			}
+		case <-s.wake: // entries, a heartbeat (beat, StatusChanged), or gone
 		case <-closed:
 			return nil
 		case <-ctx.Done():

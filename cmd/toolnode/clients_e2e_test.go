@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"maps"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -70,9 +71,12 @@ func streamServer(n *cnode) string {
 func Test_E2E_Clients(t *testing.T) {
 	t.Parallel()
 	var nodes []*cnode
+	metricsAt := map[string]string{}
+	ports := clusterPorts(t, 5)
 	for i := 1; i <= 5; i++ {
 		n := newCnode(t, fmt.Sprintf("k%d", i))
-		n.flags = append(n.flags, "-voters", "3")
+		n.flags = append(n.flags, "-voters", "3", "-metrics", ports[i-1])
+		metricsAt[n.name] = ports[i-1]
 		if i > 1 {
 			n.joining(nodes[0])
 		}
@@ -105,6 +109,23 @@ func Test_E2E_Clients(t *testing.T) {
 		}
 	}
 	c, other := clients[0], clients[1]
+	// A client runs on one processor, a server on the runtime's default.
+	var want string // the runtime's default, as the leader has it
+	pollUntil(t, 10*time.Second, "the leader's GOMAXPROCS on -metrics", func() (bool, string) {
+		var err error
+		want, err = gomaxprocs(metricsAt[leader.name])
+		return err == nil, fmt.Sprint(err)
+	})
+	for _, n := range nodes {
+		w, role := want, roles[n.name]
+		if role == "client" && os.Getenv("GOMAXPROCS") == "" {
+			w = "1"
+		}
+		pollUntil(t, 10*time.Second, fmt.Sprintf("%s, a %s, to run on %s processors", n.name, role, w), func() (bool, string) {
+			got, err := gomaxprocs(metricsAt[n.name])
+			return got == w, fmt.Sprint(got, err)
+		})
+	}
 
 	// A write through a client reads back at once from it.
 	if got := mustAsk9(t, c, "session/new", "name=w1"); got != "w1\n" {
@@ -217,4 +238,31 @@ func Test_E2E_Clients(t *testing.T) {
 		}
 		return true, ""
 	})
+	// The client that became a server runs on the default again.
+	m, _, err := members9(live[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cl := range clients {
+		if r := m[cl.name].role; r != "client" {
+			pollUntil(t, 10*time.Second, fmt.Sprintf("%s, a client made %s, to run on %s processors", cl.name, r, want), func() (bool, string) {
+				got, err := gomaxprocs(metricsAt[cl.name])
+				return got == want, fmt.Sprint(got, err)
+			})
+		}
+	}
+}
+
+// gomaxprocs is the GOMAXPROCS a node reports on -metrics (the Go
+// collector's go_sched_gomaxprocs_threads).
+func gomaxprocs(addr string) (string, error) {
+	_, text, err := httpGet("http://" + addr + "/metrics")
+	if err != nil {
+		return "", err
+	}
+	m := regexp.MustCompile(`(?m)^go_sched_gomaxprocs_threads (\d+)$`).FindStringSubmatch(text)
+	if m == nil {
+		return "", fmt.Errorf("no go_sched_gomaxprocs_threads in /metrics")
+	}
+	return m[1], nil
 }

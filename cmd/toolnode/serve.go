@@ -131,6 +131,12 @@ func serve(args []string) (err error) {
 		}
 	}
 
+	if os.Getenv("GOMAXPROCS") == "" {
+		// A client runs on one processor (node/procs.go): its idle
+		// wake-ups each woke a second thread. $GOMAXPROCS keeps a
+		// setting of the operator's.
+		cfg.ClientProcs = 1
+	}
 	cfg.LogOutput = os.Stderr
 	logger.Info("toolnode: starting", "data", cfg.DataDir, "tools", orNone(cfg.ToolsDir), "agents", orNone(cfg.AgentsDir))
 	// Signals are caught before the node starts: starting can wait for a
