@@ -55,12 +55,22 @@ func mcpStdio(args []string) error {
 	if err != nil {
 		return err
 	}
-	defer fsys.Close()
 	b, err := mcpbridge.New(fsys, mcpbridge.Options{Profile: *profile, Logf: logger.Printf, Msize: wc.Msize()})
 	if err != nil {
+		fsys.Close()
 		return err
 	}
-	defer b.Close()
+	// Closing the bridge and the connection talks over the connection
+	// (clunks, the session's kill). Once the node has ended it there is
+	// nothing to clean up there, and a request the 9P client had in
+	// flight when it ended never returns, holding what the bridge's
+	// close would wait for: the process then just ends.
+	defer func() {
+		if wc.Err() == nil {
+			b.Close()
+			fsys.Close()
+		}
+	}()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithCancel(ctx)
