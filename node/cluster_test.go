@@ -21,11 +21,21 @@ func startMember(t testing.TB, name, root string, join ...string) *Node {
 // restarts finds its peers again at the addresses it last knew).
 func startMemberAt(t testing.TB, name, root, gossip string, join ...string) *Node {
 	t.Helper()
+	return startMemberWith(t, name, root, gossip, nil, join...)
+}
+
+// startMemberWith is startMemberAt with mod, when given, applied to the
+// node's Config first.
+func startMemberWith(t testing.TB, name, root, gossip string, mod func(*Config), join ...string) *Node {
+	t.Helper()
 	cfg := Config{
 		Name: name, DataDir: filepath.Join(root, name),
 		GossipAddr: gossip, Join: join,
 		P9Listener: listen(t), ClusterListener: listen(t),
 		LogOutput: testWriter{t},
+	}
+	if mod != nil {
+		mod(&cfg)
 	}
 	n, err := New(cfg)
 	if err != nil {

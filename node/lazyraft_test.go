@@ -2,7 +2,6 @@ package node
 
 import (
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,17 +18,7 @@ func Test_Client_OpensRaftOnlyWhenAdded(t *testing.T) {
 	root := t.TempDir()
 	start := func(name string, join ...string) *Node {
 		t.Helper()
-		n, err := New(Config{
-			Name: name, DataDir: filepath.Join(root, name),
-			GossipAddr: "127.0.0.1:0", Join: join, Voters: 3,
-			P9Listener: listen(t), ClusterListener: listen(t),
-			LogOutput: testWriter{t},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { n.Close() })
-		return n
+		return startMemberWith(t, name, root, "127.0.0.1:0", func(c *Config) { c.Voters = 3 }, join...)
 	}
 	n1 := start("n1")
 	seed := n1.gossip.LocalAddr()
@@ -129,17 +118,7 @@ func Test_Client_RestartedWithoutJoinDoesNotBootstrap(t *testing.T) {
 	l.Close()
 	start := func(name, gossip string, join ...string) *Node {
 		t.Helper()
-		n, err := New(Config{
-			Name: name, DataDir: filepath.Join(root, name),
-			GossipAddr: gossip, Join: join, Voters: 1,
-			P9Listener: listen(t), ClusterListener: listen(t),
-			LogOutput: testWriter{t},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { n.Close() })
-		return n
+		return startMemberWith(t, name, root, gossip, func(c *Config) { c.Voters = 1 }, join...)
 	}
 	n1 := start("n1", "127.0.0.1:0")
 	n2 := start("n2", g2, n1.gossip.LocalAddr())
