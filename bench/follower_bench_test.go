@@ -131,13 +131,7 @@ func clusterCPU(b *testing.B, procs []*proc) *cpuMeter {
 	return m
 }
 
-func (m *cpuMeter) ticks(b *testing.B) int64 {
-	var sum int64
-	for _, p := range m.procs {
-		sum += int64(procTicks(b, p.cmd.Process.Pid))
-	}
-	return sum
-}
+func (m *cpuMeter) ticks(b *testing.B) int64 { return int64(procsTicks(b, m.procs)) }
 
 // report reports the CPU spent since the meter was made per iteration,
 // in µs, as cpu-µs/write.

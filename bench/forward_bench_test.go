@@ -104,10 +104,13 @@ func cpuTicks(b *testing.B, c *tcluster) int64 {
 	return int64(cpuTicksOf(b, c))
 }
 
-func cpuTicksOf(tb testing.TB, c *tcluster) uint64 {
+func cpuTicksOf(tb testing.TB, c *tcluster) uint64 { return procsTicks(tb, c.procs()) }
+
+// procsTicks sums utime and stime of the processes ps.
+func procsTicks(tb testing.TB, ps []*proc) uint64 {
 	var sum uint64
-	for _, n := range c.nodes {
-		sum += procTicks(tb, n.p.cmd.Process.Pid)
+	for _, p := range ps {
+		sum += procTicks(tb, p.cmd.Process.Pid)
 	}
 	return sum
 }
