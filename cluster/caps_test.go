@@ -286,7 +286,7 @@ func FuzzNotifyMsg(f *testing.F) {
 
 // startMany starts n members named n0, n1, … all joined to n0, and waits
 // until each sees all alive.
-func startMany(t *testing.T, n int) []*Cluster {
+func startMany(t testing.TB, n int) []*Cluster {
 	t.Helper()
 	cs := make([]*Cluster, n)
 	for i := range cs {
@@ -318,10 +318,12 @@ func aliveMembers(c *Cluster) int {
 	return n
 }
 
-// propagate sets caps on from and measures how long until every one of to
-// reports exactly caps for it; that must be under limit (0: only within
-// the poll's deadline).
-func propagate(t *testing.T, what string, caps Caps, from *Cluster, to []*Cluster, limit time.Duration) time.Duration {
+// propagate sets caps on from and waits, polling within a deadline, until
+// every one of to reports exactly caps for it; it logs how long that took.
+// How fast a change spreads is measured by BenchmarkCapsPropagation, not
+// asserted here: gossip rounds are 500 ms, and a loaded machine moves a
+// change by a round or two.
+func propagate(t testing.TB, what string, caps Caps, from *Cluster, to []*Cluster) time.Duration {
 	t.Helper()
 	t0 := time.Now()
 	from.SetCapabilities(caps)
@@ -344,9 +346,6 @@ func propagate(t *testing.T, what string, caps Caps, from *Cluster, to []*Cluste
 	}
 	d := time.Since(t0)
 	t.Logf("%s: reached %d nodes in %v", what, len(to), d.Round(time.Millisecond))
-	if limit > 0 && d > limit {
-		t.Errorf("%s took %v, want under %v", what, d, limit)
-	}
 	return d
 }
 
@@ -362,13 +361,13 @@ func Test_Caps_PropagationFiveNodes(t *testing.T) {
 	t.Parallel()
 	cs := startMany(t, 5)
 	src, others := cs[2], append(append([]*Cluster{}, cs[:2]...), cs[3:]...)
-	propagate(t, "two tools added", Caps{"grep": -1, "ffmpeg": 2}, src, others, 2*time.Second)
-	propagate(t, "a variant changed", Caps{"grep": -1, "ffmpeg": 0}, src, others, 2*time.Second)
-	propagate(t, "a tool removed", Caps{"grep": -1}, src, others, 2*time.Second)
+	propagate(t, "two tools added", Caps{"grep": -1, "ffmpeg": 2}, src, others)
+	propagate(t, "a variant changed", Caps{"grep": -1, "ffmpeg": 0}, src, others)
+	propagate(t, "a tool removed", Caps{"grep": -1}, src, others)
 	// The largest change still gossiped (maxBroadcastMsgs messages) ...
-	propagate(t, "120 tools added (gossip)", manyTools(120, func(i int) int { return i%3 - 1 }), src, others, 2*time.Second)
+	propagate(t, "120 tools added (gossip)", manyTools(120, func(i int) int { return i%3 - 1 }), src, others)
 	// ... and a larger one, sent directly.
-	propagate(t, "1,000 tools added (direct)", manyTools(1000, func(i int) int { return i % 2 }), src, others, 2*time.Second)
+	propagate(t, "1,000 tools added (direct)", manyTools(1000, func(i int) int { return i % 2 }), src, others)
 	for _, c := range cs {
 		c.SetCapabilities(Caps{"grep": -1})
 	}
@@ -475,10 +474,10 @@ func Test_Caps_TenThousandTools(t *testing.T) {
 	big := manyTools(10000, func(i int) int { return i%4 - 1 })
 	// A first set this large may take push/pull; it is sent directly, and
 	// only the time is logged, as it depends on the machine's load.
-	propagate(t, "10,000 tools added", big, src, others, 0)
+	propagate(t, "10,000 tools added", big, src, others)
 	one := maps.Clone(big)
 	one["tool-04242"] = 7
-	propagate(t, "one of 10,000 changed", one, src, others, 2*time.Second)
+	propagate(t, "one of 10,000 changed", one, src, others)
 
 	late := start(t, "late", nil)
 	t0 := time.Now()
@@ -509,5 +508,91 @@ func Test_Caps_TenThousandTools(t *testing.T) {
 	})
 	t.Logf("a node joining with 10,000 tools was known to all in %v", time.Since(t0).Round(time.Millisecond))
 
-	propagate(t, "10,000 tools removed", Caps{}, src, append(others, late, late2), 0)
+	propagate(t, "10,000 tools removed", Caps{}, src, append(others, late, late2))
+}
+
+// BenchmarkCapsPropagation measures how long a change of one node's
+// capabilities takes to reach the four others of a five-node cluster on
+// loopback, beside memberlist's own spread of a change of the node's
+// metadata (UpdateNode, gossiped as an alive message) in the same
+// iterations: each iteration makes a metadata change, then each
+// capability change in turn. It reports each leg's milliseconds and its
+// ratio to the metadata's. Gossip rounds are 500 ms, so the legs are
+// multiples of a round; run with -benchtime 10x or more.
+//
+//	go test -run '^$' -bench CapsPropagation -benchtime 10x ./cluster
+func BenchmarkCapsPropagation(b *testing.B) {
+	cs := startMany(b, 5)
+	src, others := cs[2], append(append([]*Cluster{}, cs[:2]...), cs[3:]...)
+	type leg struct {
+		name string
+		caps func(i int) Caps
+		d    time.Duration
+	}
+	legs := []*leg{
+		{name: "two-tools", caps: func(i int) Caps { return Caps{"grep": -1, "ffmpeg": i % 3} }},
+		{name: "gossip-120", caps: func(i int) Caps { return manyTools(120, func(k int) int { return (k+i)%3 - 1 }) }},
+		{name: "direct-1000", caps: func(i int) Caps { return manyTools(1000, func(k int) int { return (k + i) % 2 }) }},
+	}
+	var meta time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		// memberlist's own: the node's metadata, seen by every other.
+		t0 := time.Now()
+		want := Meta{Tools: 1000 + i}
+		if err := src.SetMeta(want); err != nil {
+			b.Fatal(err)
+		}
+		pollMs(b, "the metadata change everywhere", t0, func() bool {
+			for _, c := range others {
+				seen := false
+				for _, m := range c.Members() {
+					if m.Name == src.LocalName() && m.Meta.Tools == want.Tools {
+						seen = true
+					}
+				}
+				if !seen {
+					return false
+				}
+			}
+			return true
+		})
+		meta += time.Since(t0)
+		for _, l := range legs {
+			l.d += spread(b, l.caps(i), src, others)
+		}
+	}
+	b.StopTimer()
+	n := float64(b.N)
+	b.ReportMetric(float64(meta.Microseconds())/n/1000, "meta-ms")
+	for _, l := range legs {
+		b.ReportMetric(float64(l.d.Microseconds())/n/1000, l.name+"-ms")
+		b.ReportMetric(float64(l.d)/float64(meta), l.name+"/meta")
+	}
+}
+
+// spread is propagate without its log line, polling every millisecond.
+func spread(b *testing.B, caps Caps, from *Cluster, to []*Cluster) time.Duration {
+	t0 := time.Now()
+	from.SetCapabilities(caps)
+	pollMs(b, fmt.Sprintf("%d tools of %s everywhere", len(caps), from.LocalName()), t0, func() bool {
+		for _, c := range to {
+			if got, _ := c.Capabilities(from.LocalName()); !maps.Equal(got, caps) {
+				return false
+			}
+		}
+		return true
+	})
+	return time.Since(t0)
+}
+
+// pollMs waits until cond, polling every millisecond, for at most 10 s
+// from t0.
+func pollMs(b *testing.B, what string, t0 time.Time, cond func() bool) {
+	for !cond() {
+		if time.Since(t0) > 10*time.Second {
+			b.Fatalf("not within 10s: %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

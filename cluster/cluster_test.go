@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-func start(t *testing.T, name string, key []byte) *Cluster {
+func start(t testing.TB, name string, key []byte) *Cluster {
 	t.Helper()
 	c, err := Start(Config{Name: name, BindAddr: "127.0.0.1:0", Key: key, LogOutput: io.Discard, Meta: Meta{Tools: 3}})
 	if err != nil {
@@ -16,7 +16,7 @@ func start(t *testing.T, name string, key []byte) *Cluster {
 	return c
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
