@@ -132,9 +132,6 @@ type Config struct {
 	// noRequestIDs proposes commands without a request id, as before ids
 	// existed: for the control of the test that shows what they prevent.
 	noRequestIDs bool
-	// noForwardMux neither sends nor serves forwarded writes multiplexed
-	// (fwdmux.go), as a node of a version before them.
-	noForwardMux bool
 }
 
 // DefaultCommitTimeout is five times hashicorp/raft's own default (50 ms):

@@ -45,12 +45,9 @@ type fwdRequest struct {
 	From    string `json:"from,omitempty"`
 	Addr    string `json:"addr,omitempty"`
 	Applied uint64 `json:"applied,omitempty"`
-	// ID tells the writes on a multiplexed connection apart (fwdmux.go).
-	ID uint64 `json:"id,omitempty"`
 }
 
 type fwdResponse struct {
-	ID    uint64 `json:"id,omitempty"` // the request's, on a multiplexed connection
 	Index uint64 `json:"index,omitempty"`
 	Name  string `json:"name,omitempty"`
 	Err   string `json:"err,omitempty"`
@@ -323,19 +320,8 @@ func (n *Node) fwdRequest(req fwdRequest) fwdRequest {
 // retrying it cannot apply it twice.
 var errUnsent = errors.New("not sent")
 
-// forward sends one command to the leader at addr and returns its answer:
-// on the connection it multiplexes writes on (fwdmux.go), or, for a large
-// command or a leader that does not multiplex, on one of its own.
+// forward sends one command to the leader at addr and returns its answer.
 func (n *Node) forward(addr string, cmd []byte, timeout time.Duration) (fwdResponse, error) {
-	if len(cmd) < fwdMuxMax && !n.cfg.noForwardMux {
-		mc, err := n.fwdMuxConn(addr, timeout)
-		if err != nil {
-			return fwdResponse{}, fmt.Errorf("%w: %v", errUnsent, err)
-		}
-		if mc != nil {
-			return mc.call(n.fwdRequest(fwdRequest{Cmd: cmd}), addr, timeout)
-		}
-	}
 	var resp fwdResponse
 	c := n.fwd.get(addr)
 	if c == nil {

@@ -212,8 +212,6 @@ func (n *Node) ServeClusterConn(c net.Conn) {
 		}
 	case b[0] == protoForward:
 		n.serveForward(c)
-	case b[0] == protoForwardMux && !n.cfg.noForwardMux:
-		n.serveForwardMux(c)
 	case b[0] == protoCall:
 		n.serveCall(c)
 	case b[0] == protoBlob:

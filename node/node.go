@@ -63,7 +63,6 @@ type Node struct {
 	callConns connPool      // routed calls, per node address
 	nudge     nudger        // retry.go
 	notices   commitNotices // notice.go
-	fwdMux    fwdMuxes      // forwarded writes multiplexed, per leader address (fwdmux.go)
 	ri        readIndex     // readindex.go
 	route     router
 	rep       replica // servers and clients (replica.go)
@@ -930,7 +929,6 @@ func (n *Node) Close() error {
 		n.wg.Wait()
 		n.stopBlobs()
 		n.fwd.closeAll()
-		n.fwdMux.closeAll()
 		if n.runner != nil {
 			if err := n.runner.Close(); err != nil {
 				n.logger.Printf("removing the cgroups of calls: %v", err)

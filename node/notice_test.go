@@ -216,29 +216,29 @@ type cutAnswer struct {
 	net.Conn
 	armed   *atomic.Bool
 	applied func() bool // the leader has applied the command
-	sawCmd  atomic.Bool // a message written carries a command
+	sawCmd  bool        // the last message written carries a command
 	t       *testing.T
 }
 
 func (c *cutAnswer) Write(p []byte) (int, error) {
-	if len(p) > 1 && bytes.Contains(p, []byte(`"cmd":"`)) {
-		c.sawCmd.Store(true)
+	if len(p) > 1 {
+		c.sawCmd = bytes.Contains(p, []byte(`"cmd":"`))
 	}
 	return c.Conn.Write(p)
 }
 
-// Read drops the first answer that comes after a command once armed
-// (the leader's answer, on a connection of one write at a time or on a
-// multiplexed one), after the leader applied the command.
 func (c *cutAnswer) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	if n > 0 && c.sawCmd.Swap(false) && c.armed.CompareAndSwap(true, false) {
+	if c.sawCmd && c.armed.CompareAndSwap(true, false) {
 		deadline := time.Now().Add(10 * time.Second)
 		for !c.applied() && time.Now().Before(deadline) {
 			time.Sleep(5 * time.Millisecond)
 		}
 		c.Conn.Close()
 		return 0, io.ErrUnexpectedEOF
+	}
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.sawCmd = false
 	}
 	return n, err
 }
@@ -283,7 +283,6 @@ func Test_InMem_RetriedCreateAppliesOnce(t *testing.T) {
 			}
 			c.mu.Unlock()
 			f.fwd.closeAll() // the next write dials, through the wrapper
-			f.fwdMux.closeAll()
 
 			for _, tc := range []struct {
 				what   string
