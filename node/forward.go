@@ -271,17 +271,6 @@ func (p *connPool) get(addr string) net.Conn {
 	}
 }
 
-// alive probes an idle connection: the leader never sends unasked, so a
-// read that does not time out at once means it closed the connection.
-func alive(c net.Conn) bool {
-	var b [1]byte
-	c.SetReadDeadline(time.Now())
-	_, err := c.Read(b[:])
-	c.SetReadDeadline(time.Time{})
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
-}
-
 func (p *connPool) put(addr string, c net.Conn) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
