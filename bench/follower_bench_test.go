@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -238,6 +239,7 @@ func BenchmarkFollowerWritesInterleaved(b *testing.B) {
 		procs  []*proc // the processes of its cluster
 		d, cpu time.Duration
 		wakes  int64
+		each   []time.Duration // each iteration's time
 	}
 	var legs []*leg
 	add := func(name string, procs []*proc, ws []writer) {
@@ -309,7 +311,7 @@ func BenchmarkFollowerWritesInterleaved(b *testing.B) {
 		}
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 			for _, l := range legs {
-				l.d, l.cpu, l.wakes = 0, 0, 0
+				l.d, l.cpu, l.wakes, l.each = 0, 0, 0, l.each[:0]
 				for _, w := range l.ws[:clients] {
 					if a, ok := w.(*agentNewWriter); ok {
 						// A fresh session per writer and round, as in
@@ -347,6 +349,7 @@ func BenchmarkFollowerWritesInterleaved(b *testing.B) {
 					}
 					cpu1, wakes1 := procsSched(b, l.procs)
 					l.d += d
+					l.each = append(l.each, d)
 					l.cpu += cpu1 - cpu0
 					l.wakes += wakes1 - wakes0
 				}
@@ -366,9 +369,18 @@ func BenchmarkFollowerWritesInterleaved(b *testing.B) {
 				b.ReportMetric(cpu[l.name], l.name+"-cpu-µs/write")
 				b.ReportMetric(float64(l.wakes)/writes, l.name+"-wakeups/write")
 			}
+			byName := map[string]*leg{}
+			for _, l := range legs {
+				byName[l.name] = l
+			}
+			// Each ratio twice: of the legs' rates over the round, and
+			// (NAME-med) the median over the iterations of the ratio of
+			// the two legs' times in the same iteration, which one stall
+			// of the machine does not move.
 			ratio := func(name, a, c string) {
 				if rate[a] > 0 && rate[c] > 0 {
 					b.ReportMetric(rate[a]/rate[c], name)
+					b.ReportMetric(medianRatio(byName[c].each, byName[a].each), name+"-med")
 				}
 			}
 			ratio("agent-new-follower/leader", "agent-new,follower", "agent-new,leader")
@@ -385,6 +397,24 @@ func BenchmarkFollowerWritesInterleaved(b *testing.B) {
 			}
 		})
 	}
+}
+
+// medianRatio is the median of num[i]/den[i].
+func medianRatio(num, den []time.Duration) float64 {
+	r := make([]float64, 0, len(num))
+	for i := range min(len(num), len(den)) {
+		if den[i] > 0 {
+			r = append(r, float64(num[i])/float64(den[i]))
+		}
+	}
+	if len(r) == 0 {
+		return 0
+	}
+	slices.Sort(r)
+	if len(r)%2 == 1 {
+		return r[len(r)/2]
+	}
+	return (r[len(r)/2-1] + r[len(r)/2]) / 2
 }
 
 // procsSched sums the CPU time and the times put on a CPU of the threads
@@ -649,5 +679,26 @@ func (e *eventWatcher) next(d time.Duration) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("events of %s: %w", e.addr, err)
 	case <-time.After(d):
 		return time.Time{}, fmt.Errorf("a write on the leader not seen in the events of %s within %v", e.addr, d)
+	}
+}
+
+func TestMedianRatio(t *testing.T) {
+	ms := func(v ...int) []time.Duration {
+		out := make([]time.Duration, len(v))
+		for i, x := range v {
+			out[i] = time.Duration(x) * time.Millisecond
+		}
+		return out
+	}
+	// Per iteration 2, 1, 100 (a stall), 0.5: the median of four is the
+	// mean of the middle two.
+	if got := medianRatio(ms(4, 3, 300, 1), ms(2, 3, 3, 2)); got != 1.5 {
+		t.Errorf("median of 2, 1, 100, 0.5: %v, want 1.5", got)
+	}
+	if got := medianRatio(ms(4, 3, 300), ms(2, 3, 3)); got != 2 {
+		t.Errorf("median of 2, 1, 100: %v, want 2", got)
+	}
+	if got := medianRatio(nil, nil); got != 0 {
+		t.Errorf("median of nothing: %v, want 0", got)
 	}
 }
