@@ -228,7 +228,9 @@ func (w *agentNewWriter) newSession(name string) error {
 // It reports each leg's writes/s and the ratios the goals name; for
 // every leg its cluster's CPU (user and system time of its three
 // processes, from /proc/PID/task/*/schedstat around each write or burst)
-// per write, and how many times its threads were put on a CPU per write;
+// per write, and how many times its threads were put on a CPU per write,
+// and for a toolnode leg the same of each process (NAME-on-leader-...,
+// -on-follower-, the one a follower leg writes through, -on-other-);
 // and the CPU all processes of each toolnode cluster spent per iteration
 // (cpu-ms/iter: every toolnode cluster runs the same legs).
 func BenchmarkFollowerWritesInterleaved(b *testing.B) {
@@ -237,16 +239,27 @@ func BenchmarkFollowerWritesInterleaved(b *testing.B) {
 		name   string
 		ws     []writer
 		procs  []*proc // the processes of its cluster
+		// roles name procs, toolnode's leader first: each one's CPU and
+		// wake-ups are reported too. nil: the sums alone (etcd).
+		roles  []string
 		d, cpu time.Duration
 		wakes  int64
 		each   []time.Duration // each iteration's time
+		cpuOf  []time.Duration // by process
+		wakeOf []int64
 	}
 	var legs []*leg
 	add := func(name string, procs []*proc, ws []writer) {
 		for _, w := range ws {
 			b.Cleanup(w.close)
 		}
-		legs = append(legs, &leg{name: name, procs: procs, ws: ws})
+		l := &leg{name: name, procs: procs, ws: ws}
+		if !strings.HasPrefix(name, "etcd") {
+			// The written-through node of a follower leg is the
+			// follower; the other follower takes no part but Raft's.
+			l.roles = []string{"leader", "follower", "other"}
+		}
+		legs = append(legs, l)
 	}
 	type clusterCPU struct {
 		prefix string
@@ -261,7 +274,7 @@ func BenchmarkFollowerWritesInterleaved(b *testing.B) {
 		}
 		c.extra = flags
 		order, admin := benchSession(b, startClusterOf(b, c, 3))
-		procs := c.procs()
+		procs := []*proc{order[0].p, order[1].p, order[2].p} // leader first
 		for i, where := range []string{"leader", "follower"} {
 			ws := make([]writer, maxClients)
 			for j := range ws {
@@ -312,6 +325,7 @@ func BenchmarkFollowerWritesInterleaved(b *testing.B) {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 			for _, l := range legs {
 				l.d, l.cpu, l.wakes, l.each = 0, 0, 0, l.each[:0]
+				l.cpuOf, l.wakeOf = make([]time.Duration, len(l.procs)), make([]int64, len(l.procs))
 				for _, w := range l.ws[:clients] {
 					if a, ok := w.(*agentNewWriter); ok {
 						// A fresh session per writer and round, as in
@@ -350,8 +364,12 @@ func BenchmarkFollowerWritesInterleaved(b *testing.B) {
 					cpu1, wakes1 := procsSched(b, l.procs)
 					l.d += d
 					l.each = append(l.each, d)
-					l.cpu += cpu1 - cpu0
-					l.wakes += wakes1 - wakes0
+					for i := range l.procs {
+						l.cpu += cpu1[i] - cpu0[i]
+						l.wakes += wakes1[i] - wakes0[i]
+						l.cpuOf[i] += cpu1[i] - cpu0[i]
+						l.wakeOf[i] += wakes1[i] - wakes0[i]
+					}
 				}
 			}
 			b.StopTimer()
@@ -368,6 +386,10 @@ func BenchmarkFollowerWritesInterleaved(b *testing.B) {
 				cpu[l.name] = float64(l.cpu.Microseconds()) / writes
 				b.ReportMetric(cpu[l.name], l.name+"-cpu-µs/write")
 				b.ReportMetric(float64(l.wakes)/writes, l.name+"-wakeups/write")
+				for i, role := range l.roles {
+					b.ReportMetric(float64(l.cpuOf[i].Microseconds())/writes, l.name+"-on-"+role+"-cpu-µs/write")
+					b.ReportMetric(float64(l.wakeOf[i])/writes, l.name+"-on-"+role+"-wakeups/write")
+				}
 			}
 			byName := map[string]*leg{}
 			for _, l := range legs {
@@ -417,18 +439,16 @@ func medianRatio(num, den []time.Duration) float64 {
 	return (r[len(r)/2-1] + r[len(r)/2]) / 2
 }
 
-// procsSched sums the CPU time and the times put on a CPU of the threads
-// of procs (/proc/PID/task/*/schedstat).
-func procsSched(b *testing.B, procs []*proc) (time.Duration, int64) {
-	var cpu time.Duration
-	var wakes int64
-	for _, p := range procs {
-		run, n, err := schedstat(p.cmd.Process.Pid)
-		if err != nil {
+// procsSched returns the CPU time and the times put on a CPU of the
+// threads of each of procs (/proc/PID/task/*/schedstat).
+func procsSched(b *testing.B, procs []*proc) ([]time.Duration, []int64) {
+	cpu := make([]time.Duration, len(procs))
+	wakes := make([]int64, len(procs))
+	for i, p := range procs {
+		var err error
+		if cpu[i], wakes[i], err = schedstat(p.cmd.Process.Pid); err != nil {
 			b.Fatal(err)
 		}
-		cpu += run
-		wakes += n
 	}
 	return cpu, wakes
 }
