@@ -236,9 +236,9 @@ func (w *agentNewWriter) newSession(name string) error {
 func BenchmarkFollowerWritesInterleaved(b *testing.B) {
 	const maxClients = 16
 	type leg struct {
-		name   string
-		ws     []writer
-		procs  []*proc // the processes of its cluster
+		name  string
+		ws    []writer
+		procs []*proc // the processes of its cluster
 		// roles name procs, toolnode's leader first: each one's CPU and
 		// wake-ups are reported too. nil: the sums alone (etcd).
 		roles  []string
