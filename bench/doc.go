@@ -17,10 +17,15 @@
 //     reports the mean time of each of its 9P steps, every leg its
 //     cluster's CPU per write.
 //     BenchmarkFollowerWritesInterleaved: the same with the legs
-//     interleaved, so that they see the same load: write by write for
-//     one client, burst by burst for 16; with TOOLNODE_BENCH_BASELINE a
-//     cluster of another binary beside them; the agent/new and etcd legs
-//     report their cluster's CPU and thread wake-ups per write.
+//     interleaved in a new order each iteration, so that they see the
+//     same load: write by write for one client, burst by burst for 16;
+//     with TOOLNODE_BENCH_BASELINE a cluster of another binary beside
+//     them; every leg reports its cluster's CPU and thread wake-ups per
+//     write, every ratio also as a median of paired iterations. The
+//     clusters compared are alike: three servers each, no client node,
+//     no watcher, etcd at its defaults.
+//     BenchmarkWriteVisible: a write on the leader until the events
+//     file of another server and of a client show it.
 //   - BenchmarkFailover: SIGKILL the leader of a three-node cluster and
 //     time the first write a survivor accepts.
 //   - BenchmarkJoinToVoter: start a third node with -join beside a

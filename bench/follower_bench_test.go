@@ -4,9 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -200,60 +203,64 @@ func (w *agentNewWriter) newSession(name string) error {
 	return err
 }
 
-// BenchmarkFollowerWritesInterleaved is BenchmarkFollowerWrites' one
-// client with its legs interleaved, so that all see the same load on a
-// busy machine: each iteration makes one write of every leg in turn,
-// agent/new and tool_load/tool_unload through a toolnode follower and
-// through its leader, a put or delete through an etcd follower and
-// through its leader (skipped without etcd), and, when
-// TOOLNODE_BENCH_BASELINE names another toolnode binary, the same legs on
-// a cluster of that binary. It reports each leg's writes/s (one client,
-// one write at a time), the ratios the goals name, and the CPU all
-// processes of each toolnode cluster spent per iteration (cpu-ms/iter:
-// every cluster runs the same legs).
+// BenchmarkFollowerWritesInterleaved is BenchmarkFollowerWrites with
+// its legs interleaved, so that all see the same load on a busy machine:
+// each iteration makes writes of every leg in turn, agent/new and
+// tool_load/tool_unload through a toolnode follower and through its
+// leader, a put or delete through an etcd follower and through its
+// leader (skipped without etcd), and, when TOOLNODE_BENCH_BASELINE names
+// another toolnode binary, the same legs on a cluster of that binary
+// (TOOLNODE_BENCH_BASELINE_ARGS adds flags to it; with
+// TOOLNODE_BENCH_BASELINE naming this tree's binary, a setting of it).
+// With clients=1 an iteration is one write of each leg; with clients=16
+// it is a burst of each leg's 16 clients writing at once, fwdBurst
+// writes each, timed from the first write's start to the last one's end.
+// The legs run in a new order each iteration, so that no leg always
+// follows the same one.
 //
-// Each toolnode cluster also has a client (a fourth node, -voters 3), and
-// the "visible" legs measure how soon a write made on the leader is seen
-// elsewhere: a tool_load or tool_unload through the leader, then the
-// time until the events file of the other follower (one that neither
-// forwarded nor was asked) and of the client shows it (visible-*-ms, from
-// the start of the write). With TOOLNODE_BENCH_NO_BROADCAST=1 a third
-// toolnode cluster runs with -raft-no-commit-broadcast: the commit notice
-// only to a forwarding node, as before every server was told.
-// TOOLNODE_BENCH_BASELINE_ARGS adds flags to the baseline cluster (with
-// TOOLNODE_BENCH_BASELINE naming this tree's binary: a setting of it).
+// The clusters compared carry the same load: three servers each, a
+// toolnode cluster with no client node and nobody reading its events
+// file, the etcd cluster with no watcher and no learner, etcd at its
+// defaults; every write is one fsync'd commit acknowledged through the
+// node the client talks to. (How soon a write is seen elsewhere, which
+// needs a client node and readers of events, is BenchmarkWriteVisible.)
+//
+// It reports each leg's writes/s and the ratios the goals name; for
+// every leg its cluster's CPU (user and system time of its three
+// processes, from /proc/PID/task/*/schedstat around each write or burst)
+// per write, and how many times its threads were put on a CPU per write,
+// and for a toolnode leg the same of each process (NAME-on-leader-...,
+// -on-follower-, the one a follower leg writes through, -on-other-);
+// and the CPU all processes of each toolnode cluster spent per iteration
+// (cpu-ms/iter: every toolnode cluster runs the same legs).
 func BenchmarkFollowerWritesInterleaved(b *testing.B) {
+	const maxClients = 16
 	type leg struct {
-		name string
-		w    writer
-		d    time.Duration
+		name  string
+		ws    []writer
+		procs []*proc // the processes of its cluster
+		// roles name procs, toolnode's leader first: each one's CPU and
+		// wake-ups are reported too. nil: the sums alone (etcd).
+		roles  []string
+		d, cpu time.Duration
+		wakes  int64
+		each   []time.Duration // each iteration's time
+		cpuOf  []time.Duration // by process
+		wakeOf []int64
 	}
 	var legs []*leg
-	add := func(name string, w writer) {
-		b.Cleanup(w.close)
-		legs = append(legs, &leg{name: name, w: w})
-	}
-	agentNew := func(prefix string, order []*tnode, admin *conn9) {
-		for i, where := range []string{"leader", "follower"} {
-			conn, err := dial9(order[i].p9)
-			if err != nil {
-				b.Fatal(err)
-			}
-			add(prefix+"agent-new,"+where, &agentNewWriter{conn: conn, admin: admin})
+	add := func(name string, procs []*proc, ws []writer) {
+		for _, w := range ws {
+			b.Cleanup(w.close)
 		}
-	}
-	var vis []*visibleWriter
-	visible := func(prefix string, c *tcluster, order []*tnode) {
-		w, err := newVisibleWriter(c, order)
-		if err != nil {
-			b.Fatal(err)
+		l := &leg{name: name, procs: procs, ws: ws}
+		if !strings.HasPrefix(name, "etcd") {
+			// The written-through node of a follower leg is the
+			// follower; the other follower takes no part but Raft's.
+			l.roles = []string{"leader", "follower", "other"}
 		}
-		add(prefix+"visible", w)
-		vis = append(vis, w)
-		w.prefix = prefix
+		legs = append(legs, l)
 	}
-	// Every toolnode cluster runs the same legs, so that the CPU its
-	// processes spend per iteration compares.
 	type clusterCPU struct {
 		prefix string
 		c      *tcluster
@@ -265,18 +272,254 @@ func BenchmarkFollowerWritesInterleaved(b *testing.B) {
 		if bin != "" {
 			c.bin = bin
 		}
-		c.extra = append([]string{"-voters", "3"}, flags...) // the fourth node is a client
+		c.extra = flags
 		order, admin := benchSession(b, startClusterOf(b, c, 3))
-		agentNew(prefix, order, admin)
+		procs := []*proc{order[0].p, order[1].p, order[2].p} // leader first
 		for i, where := range []string{"leader", "follower"} {
-			w, err := newCtlWriter(order[i].p9, "bench", "il-"+where, 60*time.Second)
-			if err != nil {
-				b.Fatal(err)
+			ws := make([]writer, maxClients)
+			for j := range ws {
+				conn, err := dial9(order[i].p9)
+				if err != nil {
+					b.Fatal(err)
+				}
+				ws[j] = &agentNewWriter{conn: conn, admin: admin}
 			}
-			add(prefix+"load,"+where, w)
+			add(prefix+"agent-new,"+where, procs, ws)
 		}
-		visible(prefix, c, order)
+		for i, where := range []string{"leader", "follower"} {
+			ws := make([]writer, maxClients)
+			for j := range ws {
+				w, err := newCtlWriter(order[i].p9, "bench", fmt.Sprintf("il-%s-%d", where, j), 60*time.Second)
+				if err != nil {
+					b.Fatal(err)
+				}
+				ws[j] = w
+			}
+			add(prefix+"load,"+where, procs, ws)
+		}
 		clusters = append(clusters, &clusterCPU{prefix: prefix, c: c})
+	}
+	toolnode("", "")
+	if bin := os.Getenv("TOOLNODE_BENCH_BASELINE"); bin != "" {
+		toolnode("baseline,", bin, strings.Fields(os.Getenv("TOOLNODE_BENCH_BASELINE_ARGS"))...)
+	}
+	if _, err := exec.LookPath("etcd"); err == nil {
+		ec := startEtcd(b, 3)
+		order := ec.leaderFirst(b)
+		hc := etcdHTTP()
+		b.Cleanup(hc.CloseIdleConnections)
+		for i, where := range []string{"leader", "follower"} {
+			ws := make([]writer, maxClients)
+			for j := range ws {
+				ws[j] = warmEtcdWriter(b, hc, order[i], fmt.Sprintf("/bench/il-%s-%d/loaded/%s", where, j, benchTool))
+			}
+			add("etcd,"+where, ec.procs, ws)
+		}
+	}
+	sessions := 0
+	for _, clients := range []int{1, maxClients} {
+		burst := 1
+		if clients > 1 {
+			burst = fwdBurst
+		}
+		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
+			for _, l := range legs {
+				l.d, l.cpu, l.wakes, l.each = 0, 0, 0, l.each[:0]
+				l.cpuOf, l.wakeOf = make([]time.Duration, len(l.procs)), make([]int64, len(l.procs))
+				for _, w := range l.ws[:clients] {
+					if a, ok := w.(*agentNewWriter); ok {
+						// A fresh session per writer and round, as in
+						// BenchmarkFollowerWrites.
+						sessions++
+						if err := a.newSession(fmt.Sprintf("il%d", sessions)); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			}
+			for _, cl := range clusters {
+				cl.ticks = cpuTicksOf(b, cl.c)
+			}
+			// The legs run in a new order each iteration: a leg slows
+			// the one after it (its cluster's work goes on after the
+			// answer: the followers' apply, the commit notices, etcd's
+			// own), and a cluster idle while the others wrote is slower
+			// at its first write (its threads parked; on this VM a
+			// wake-up costs ~1 ms), so no leg may always follow the same
+			// one. (Turning the order, as before, kept each leg behind
+			// the same one: the first toolnode cluster's leader leg
+			// always came after etcd's, and ran at 0.81-0.87x the same
+			// leg of an identical cluster.) The order is the same in
+			// every run.
+			rng := rand.New(rand.NewPCG(1, uint64(clients)))
+			b.ResetTimer()
+			for range b.N {
+				for _, j := range rng.Perm(len(legs)) {
+					l := legs[j]
+					cpu0, wakes0 := procsSched(b, l.procs)
+					d, err := writeBurst(l.ws[:clients], burst)
+					if err != nil {
+						b.Fatalf("%s: %v", l.name, err)
+					}
+					cpu1, wakes1 := procsSched(b, l.procs)
+					l.d += d
+					l.each = append(l.each, d)
+					for i := range l.procs {
+						l.cpu += cpu1[i] - cpu0[i]
+						l.wakes += wakes1[i] - wakes0[i]
+						l.cpuOf[i] += cpu1[i] - cpu0[i]
+						l.wakeOf[i] += wakes1[i] - wakes0[i]
+					}
+				}
+			}
+			b.StopTimer()
+			for _, cl := range clusters {
+				ms := float64(cpuTicksOf(b, cl.c)-cl.ticks) * 1000 / clockTicks / float64(b.N)
+				b.ReportMetric(ms, cl.prefix+"cpu-ms/iter")
+			}
+			rate := map[string]float64{}
+			cpu := map[string]float64{}
+			writes := float64(b.N * clients * burst)
+			for _, l := range legs {
+				rate[l.name] = writes / l.d.Seconds()
+				b.ReportMetric(rate[l.name], l.name+"-writes/s")
+				cpu[l.name] = float64(l.cpu.Microseconds()) / writes
+				b.ReportMetric(cpu[l.name], l.name+"-cpu-µs/write")
+				b.ReportMetric(float64(l.wakes)/writes, l.name+"-wakeups/write")
+				for i, role := range l.roles {
+					b.ReportMetric(float64(l.cpuOf[i].Microseconds())/writes, l.name+"-on-"+role+"-cpu-µs/write")
+					b.ReportMetric(float64(l.wakeOf[i])/writes, l.name+"-on-"+role+"-wakeups/write")
+				}
+			}
+			byName := map[string]*leg{}
+			for _, l := range legs {
+				byName[l.name] = l
+			}
+			// Each ratio twice: of the legs' rates over the round, and
+			// (NAME-med) the median over the iterations of the ratio of
+			// the two legs' times in the same iteration, which one stall
+			// of the machine does not move.
+			ratio := func(name, a, c string) {
+				if rate[a] > 0 && rate[c] > 0 {
+					b.ReportMetric(rate[a]/rate[c], name)
+					b.ReportMetric(medianRatio(byName[c].each, byName[a].each), name+"-med")
+				}
+			}
+			ratio("agent-new-follower/leader", "agent-new,follower", "agent-new,leader")
+			ratio("agent-new-follower/etcd-follower", "agent-new,follower", "etcd,follower")
+			ratio("load-follower/leader", "load,follower", "load,leader")
+			ratio("load-follower/etcd-follower", "load,follower", "etcd,follower")
+			ratio("agent-new-follower/baseline", "agent-new,follower", "baseline,agent-new,follower")
+			ratio("agent-new-leader/baseline", "agent-new,leader", "baseline,agent-new,leader")
+			ratio("load-follower/baseline", "load,follower", "baseline,load,follower")
+			ratio("baseline-agent-new-follower/leader", "baseline,agent-new,follower", "baseline,agent-new,leader")
+			ratio("baseline-agent-new-follower/etcd-follower", "baseline,agent-new,follower", "etcd,follower")
+			if cpu["agent-new,follower"] > 0 && cpu["baseline,agent-new,follower"] > 0 {
+				b.ReportMetric(cpu["agent-new,follower"]/cpu["baseline,agent-new,follower"], "agent-new-follower-cpu/baseline")
+			}
+		})
+	}
+}
+
+// medianRatio is the median of num[i]/den[i].
+func medianRatio(num, den []time.Duration) float64 {
+	r := make([]float64, 0, len(num))
+	for i := range min(len(num), len(den)) {
+		if den[i] > 0 {
+			r = append(r, float64(num[i])/float64(den[i]))
+		}
+	}
+	if len(r) == 0 {
+		return 0
+	}
+	slices.Sort(r)
+	if len(r)%2 == 1 {
+		return r[len(r)/2]
+	}
+	return (r[len(r)/2-1] + r[len(r)/2]) / 2
+}
+
+// procsSched returns the CPU time and the times put on a CPU of the
+// threads of each of procs (/proc/PID/task/*/schedstat).
+func procsSched(b *testing.B, procs []*proc) ([]time.Duration, []int64) {
+	cpu := make([]time.Duration, len(procs))
+	wakes := make([]int64, len(procs))
+	for i, p := range procs {
+		var err error
+		if cpu[i], wakes[i], err = schedstat(p.cmd.Process.Pid); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return cpu, wakes
+}
+
+// fwdBurst is how many writes each of BenchmarkFollowerWritesInterleaved's
+// 16 clients makes in one leg's burst.
+const fwdBurst = 4
+
+// writeBurst has each of ws make n writes, all at once (one alone in this
+// goroutine), and returns the time from the start to the last one's end.
+func writeBurst(ws []writer, n int) (time.Duration, error) {
+	start := time.Now()
+	if len(ws) == 1 {
+		for range n {
+			if err := ws[0].write(); err != nil {
+				return 0, err
+			}
+		}
+		return time.Since(start), nil
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(ws))
+	for i, w := range ws {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range n {
+				if errs[i] = w.write(); errs[i] != nil {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return time.Since(start), errors.Join(errs...)
+}
+
+// BenchmarkWriteVisible measures how soon a write made on the leader is
+// seen elsewhere: each iteration makes, on each cluster in turn, a
+// tool_load or tool_unload through the leader, then times until the
+// events file of a follower (one that neither forwarded nor was asked)
+// and of a client (a fourth node, -voters 3) shows it (visible-*-ms,
+// from the start of the write). The clusters: this tree's binary; with
+// TOOLNODE_BENCH_BASELINE another binary (TOOLNODE_BENCH_BASELINE_ARGS
+// adds flags to it); with TOOLNODE_BENCH_NO_BROADCAST=1 this tree's
+// binary with -raft-no-commit-broadcast (the commit notice only to a
+// forwarding node, as before every server was told;
+// TOOLNODE_BENCH_NO_BROADCAST_ARGS adds flags). It also reports the CPU
+// each cluster's four processes spent per iteration.
+func BenchmarkWriteVisible(b *testing.B) {
+	type cluster struct {
+		prefix string
+		c      *tcluster
+		w      *visibleWriter
+		ticks  uint64
+	}
+	var clusters []*cluster
+	toolnode := func(prefix, bin string, flags ...string) {
+		c := newTCluster(b)
+		if bin != "" {
+			c.bin = bin
+		}
+		c.extra = append([]string{"-voters", "3"}, flags...) // the fourth node is a client
+		order, _ := benchSession(b, startClusterOf(b, c, 3))
+		w, err := newVisibleWriter(c, order)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(w.close)
+		w.prefix = prefix
+		clusters = append(clusters, &cluster{prefix: prefix, c: c, w: w})
 	}
 	toolnode("", "")
 	if bin := os.Getenv("TOOLNODE_BENCH_BASELINE"); bin != "" {
@@ -285,88 +528,35 @@ func BenchmarkFollowerWritesInterleaved(b *testing.B) {
 	if os.Getenv("TOOLNODE_BENCH_NO_BROADCAST") == "1" {
 		toolnode("no-broadcast,", "", append([]string{"-raft-no-commit-broadcast"}, strings.Fields(os.Getenv("TOOLNODE_BENCH_NO_BROADCAST_ARGS"))...)...)
 	}
-	if _, err := exec.LookPath("etcd"); err == nil {
-		ec := startEtcd(b, 3)
-		order := ec.leaderFirst(b)
-		hc := etcdHTTP()
-		b.Cleanup(hc.CloseIdleConnections)
-		for i, where := range []string{"leader", "follower"} {
-			add("etcd,"+where, warmEtcdWriter(b, hc, order[i], "/bench/il-"+where+"/loaded/"+benchTool))
+	for _, cl := range clusters {
+		cl.w.seen = [2]time.Duration{}
+		cl.ticks = cpuTicksOf(b, cl.c)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		for k := range clusters {
+			cl := clusters[(i+k)%len(clusters)]
+			if err := cl.w.write(); err != nil {
+				b.Fatalf("%svisible: %v", cl.prefix, err)
+			}
 		}
 	}
-	sessions := 0
-	b.Run("clients=1", func(b *testing.B) {
-		for _, w := range vis {
-			w.seen = [2]time.Duration{}
+	b.StopTimer()
+	seen := map[string]float64{}
+	for _, cl := range clusters {
+		ms := float64(cpuTicksOf(b, cl.c)-cl.ticks) * 1000 / clockTicks / float64(b.N)
+		b.ReportMetric(ms, cl.prefix+"cpu-ms/iter")
+		for i, where := range []string{"follower", "client"} {
+			ms := float64(cl.w.seen[i].Microseconds()) / 1000 / float64(b.N)
+			seen[cl.prefix+where] = ms
+			b.ReportMetric(ms, cl.prefix+"visible-"+where+"-ms")
 		}
-		for _, l := range legs {
-			l.d = 0
-			if a, ok := l.w.(*agentNewWriter); ok {
-				// A fresh session per round, as in BenchmarkFollowerWrites.
-				sessions++
-				if err := a.newSession(fmt.Sprintf("il%d", sessions)); err != nil {
-					b.Fatal(err)
-				}
-			}
+	}
+	for _, where := range []string{"follower", "client"} {
+		if seen[where] > 0 && seen["baseline,"+where] > 0 {
+			b.ReportMetric(seen[where]/seen["baseline,"+where], "visible-"+where+"/baseline")
 		}
-		for _, cl := range clusters {
-			cl.ticks = cpuTicksOf(b, cl.c)
-		}
-		b.ResetTimer()
-		for i := range b.N {
-			// Each iteration starts at the next leg: a cluster that sat
-			// idle while the others wrote is slower at its first write
-			// (its threads parked; on this VM a wake-up costs ~1 ms), so
-			// no cluster's legs may always come after the longest wait.
-			for k := range legs {
-				l := legs[(i+k)%len(legs)]
-				t := time.Now()
-				if err := l.w.write(); err != nil {
-					b.Fatalf("%s: %v", l.name, err)
-				}
-				l.d += time.Since(t)
-			}
-		}
-		b.StopTimer()
-		for _, cl := range clusters {
-			ms := float64(cpuTicksOf(b, cl.c)-cl.ticks) * 1000 / clockTicks / float64(b.N)
-			b.ReportMetric(ms, cl.prefix+"cpu-ms/iter")
-		}
-		rate := map[string]float64{}
-		for _, l := range legs {
-			rate[l.name] = float64(b.N) / l.d.Seconds()
-			b.ReportMetric(rate[l.name], l.name+"-writes/s")
-		}
-		ratio := func(name, a, c string) {
-			if rate[a] > 0 && rate[c] > 0 {
-				b.ReportMetric(rate[a]/rate[c], name)
-			}
-		}
-		ratio("agent-new-follower/leader", "agent-new,follower", "agent-new,leader")
-		ratio("agent-new-follower/etcd-follower", "agent-new,follower", "etcd,follower")
-		ratio("load-follower/leader", "load,follower", "load,leader")
-		ratio("load-follower/etcd-follower", "load,follower", "etcd,follower")
-		ratio("agent-new-follower/baseline", "agent-new,follower", "baseline,agent-new,follower")
-		ratio("agent-new-leader/baseline", "agent-new,leader", "baseline,agent-new,leader")
-		ratio("load-leader/baseline", "load,leader", "baseline,load,leader")
-		ratio("agent-new-follower/no-broadcast", "agent-new,follower", "no-broadcast,agent-new,follower")
-		ratio("agent-new-leader/no-broadcast", "agent-new,leader", "no-broadcast,agent-new,leader")
-		ratio("load-leader/no-broadcast", "load,leader", "no-broadcast,load,leader")
-		ratio("baseline-agent-new-follower/etcd-follower", "baseline,agent-new,follower", "etcd,follower")
-		seen := map[string]float64{}
-		for _, w := range vis {
-			for i, where := range []string{"follower", "client"} {
-				ms := float64(w.seen[i].Microseconds()) / 1000 / float64(b.N)
-				seen[w.prefix+where] = ms
-				b.ReportMetric(ms, w.prefix+"visible-"+where+"-ms")
-			}
-		}
-		for _, where := range []string{"follower", "client"} {
-			if seen[where] > 0 && seen["baseline,"+where] > 0 {
-				b.ReportMetric(seen[where]/seen["baseline,"+where], "visible-"+where+"/baseline")
-			}
-		}
-	})
+	}
 }
 
 // visibleWriter makes a write on a cluster's leader (tool_load or
@@ -509,5 +699,26 @@ func (e *eventWatcher) next(d time.Duration) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("events of %s: %w", e.addr, err)
 	case <-time.After(d):
 		return time.Time{}, fmt.Errorf("a write on the leader not seen in the events of %s within %v", e.addr, d)
+	}
+}
+
+func TestMedianRatio(t *testing.T) {
+	ms := func(v ...int) []time.Duration {
+		out := make([]time.Duration, len(v))
+		for i, x := range v {
+			out[i] = time.Duration(x) * time.Millisecond
+		}
+		return out
+	}
+	// Per iteration 2, 1, 100 (a stall), 0.5: the median of four is the
+	// mean of the middle two.
+	if got := medianRatio(ms(4, 3, 300, 1), ms(2, 3, 3, 2)); got != 1.5 {
+		t.Errorf("median of 2, 1, 100, 0.5: %v, want 1.5", got)
+	}
+	if got := medianRatio(ms(4, 3, 300), ms(2, 3, 3)); got != 2 {
+		t.Errorf("median of 2, 1, 100: %v, want 2", got)
+	}
+	if got := medianRatio(nil, nil); got != 0 {
+		t.Errorf("median of nothing: %v, want 0", got)
 	}
 }

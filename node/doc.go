@@ -21,8 +21,8 @@
 // left out when another entry, which tells them too, follows within
 // 2 ms), so they apply it without waiting for Raft's CommitTimeout,
 // which is only a fallback (250 ms). The leader answers a forward first,
-// and holds its notice while more writes of the same follower are in
-// flight, the last of them telling of the highest (fwdInflight). Raft's
+// then sends its notice; notices to one server coalesce while one is in
+// flight. Raft's
 // log is raft-wal behind a cache of its recent entries (logcache.go),
 // which the leader reads back to replicate and a follower to apply. It
 // publishes the tools and agent profiles of its

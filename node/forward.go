@@ -169,19 +169,7 @@ func (n *Node) serveForward(c net.Conn) {
 	for {
 		var req fwdRequest
 		if _, err := readMsgTimed(br, c, &req, maxForward, n.lim.fwdIdle, n.lim.fwdMsg); err != nil {
-			switch {
-			case errors.Is(err, errTooBig):
-				n.logger.Printf("forwarding: %s: %v; closing", c.RemoteAddr(), err)
-				c.SetWriteDeadline(time.Now().Add(handshakeTimeout))
-				writeMsg(c, fwdResponse{Err: "forwarded write refused: " + err.Error(), Kind: "invalid"})
-			case timeoutErr(err) && !midMessage(err):
-				// A pooled connection left idle for fwdIdle: the follower
-				// dials again when it next writes.
-			case timeoutErr(err):
-				n.logger.Printf("forwarding: %s: closing: no complete message within the deadline (%v idle, %v per message)", c.RemoteAddr(), n.lim.fwdIdle, n.lim.fwdMsg)
-			case !errors.Is(err, io.EOF) && n.ctx.Err() == nil && !errors.Is(err, net.ErrClosed):
-				n.logger.Printf("forwarding: %s: %v", c.RemoteAddr(), err)
-			}
+			n.logForwardEnd(c, err)
 			return
 		}
 		if req.Read {
@@ -194,27 +182,10 @@ func (n *Node) serveForward(c net.Conn) {
 			n.logger.Printf("forwarding: %s sent an empty command; closing", c.RemoteAddr())
 			return
 		}
-		var resp fwdResponse
-		n.fwdIn.begin(req.From)
-		if !n.leading() {
-			resp.Err, resp.Kind = "this node is no longer the leader", "notleader"
-		} else if r, index, err := n.applyHere(req.Cmd, applyTimeout, "node at "+c.RemoteAddr().String()); err != nil {
-			resp.Err, resp.Kind = err.Error(), errKind(err)
-		} else {
-			resp.Index, resp.Name = index, r.Name
-		}
+		resp, tell := n.forwarded(req, c.RemoteAddr().String())
 		err := writeMsg(c, resp)
-		// The forwarding node applies the write at once (it waits for
-		// it, or its next walk may). It is told once it has its answer,
-		// which the notice need not delay. For load and unload its next
-		// read of agent state waits, and that read's ReadIndex brings
-		// the notice.
-		var tell uint64
-		if noticeAtCommit(raftfsm.TypeOf(req.Cmd)) {
-			tell = resp.Index
-		}
-		if index := n.fwdIn.end(req.From, tell); index != 0 {
-			n.tellCommitted(raft.ServerID(req.From), raft.ServerAddress(req.Addr), index)
+		if tell != 0 {
+			n.tellCommitted(raft.ServerID(req.From), raft.ServerAddress(req.Addr), tell)
 		}
 		if err != nil {
 			return
@@ -222,62 +193,46 @@ func (n *Node) serveForward(c net.Conn) {
 	}
 }
 
-// fwdInflight counts, on the leader, the forwarded writes of each
-// follower being applied, and holds back the commit notice a finished
-// one asks for while others of the same follower are still in flight:
-// the last to finish tells the follower of the highest entry any of them
-// committed, which commits everything before it. A follower whose
-// writers keep the leader busy thus gets one notice per lull instead of
-// one per write (an AppendEntries round trip, and a turn of its Raft loop
-// and FSM each), and meanwhile learns the commits from the leader's
-// AppendEntries of the writes that follow. A write that waits for its
-// own apply on the follower (a kill) waits at most for the writes in
-// flight beside it, or the leader's next AppendEntries.
-type fwdInflight struct {
-	mu sync.Mutex
-	m  map[string]*heldNotice // by the follower's server ID
+// logForwardEnd logs why a forwarding connection ended, when it is worth
+// a line, and answers a message over the cap with the reason.
+func (n *Node) logForwardEnd(c net.Conn, err error) {
+	switch {
+	case errors.Is(err, errTooBig):
+		n.logger.Printf("forwarding: %s: %v; closing", c.RemoteAddr(), err)
+		c.SetWriteDeadline(time.Now().Add(handshakeTimeout))
+		writeMsg(c, fwdResponse{Err: "forwarded write refused: " + err.Error(), Kind: "invalid"})
+	case timeoutErr(err) && !midMessage(err):
+		// A pooled connection left idle for fwdIdle: the follower
+		// dials again when it next writes.
+	case timeoutErr(err):
+		n.logger.Printf("forwarding: %s: closing: no complete message within the deadline (%v idle, %v per message)", c.RemoteAddr(), n.lim.fwdIdle, n.lim.fwdMsg)
+	case !errors.Is(err, io.EOF) && n.ctx.Err() == nil && !errors.Is(err, net.ErrClosed):
+		n.logger.Printf("forwarding: %s: %v", c.RemoteAddr(), err)
+	}
 }
 
-type heldNotice struct {
-	writes int    // in flight
-	index  uint64 // the highest committed entry to tell, 0: none
-}
-
-// begin counts a forwarded write of the follower from.
-func (f *fwdInflight) begin(from string) {
-	if from == "" {
-		return
+// forwarded applies one forwarded command on the leader and returns the
+// answer, and the entry the sender should be told is committed once it
+// has the answer (0: none). The forwarding node applies a write at once
+// (it waits for it, or its next walk may); it is told once it has its
+// answer, which the notice need not delay. For load and unload its next
+// read of agent state waits, and that read's ReadIndex brings the notice.
+// Notices to one server coalesce while one is in flight (notice.go), so a
+// follower whose writers keep the leader busy gets one per round trip,
+// not one per write.
+func (n *Node) forwarded(req fwdRequest, from string) (fwdResponse, uint64) {
+	var resp fwdResponse
+	if !n.leading() {
+		resp.Err, resp.Kind = "this node is no longer the leader", "notleader"
+	} else if r, index, err := n.applyHere(req.Cmd, applyTimeout, "node at "+from); err != nil {
+		resp.Err, resp.Kind = err.Error(), errKind(err)
+	} else {
+		resp.Index, resp.Name = index, r.Name
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.m == nil {
-		f.m = map[string]*heldNotice{}
+	if resp.Index != 0 && noticeAtCommit(raftfsm.TypeOf(req.Cmd)) {
+		return resp, resp.Index
 	}
-	h := f.m[from]
-	if h == nil {
-		h = &heldNotice{}
-		f.m[from] = h
-	}
-	h.writes++
-}
-
-// end counts a forwarded write of from as finished, index the entry it
-// committed that the follower should be told of (0: none), and returns
-// the index to tell it of now: 0 while others are in flight.
-func (f *fwdInflight) end(from string, index uint64) uint64 {
-	if from == "" {
-		return index
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	h := f.m[from]
-	h.writes--
-	h.index = max(h.index, index)
-	if h.writes > 0 {
-		return 0
-	}
-	delete(f.m, from)
-	return h.index
+	return resp, 0
 }
 
 // connPool keeps idle cluster-port connections per address: forwarded
@@ -314,17 +269,6 @@ func (p *connPool) get(addr string) net.Conn {
 		}
 		pc.c.Close()
 	}
-}
-
-// alive probes an idle connection: the leader never sends unasked, so a
-// read that does not time out at once means it closed the connection.
-func alive(c net.Conn) bool {
-	var b [1]byte
-	c.SetReadDeadline(time.Now())
-	_, err := c.Read(b[:])
-	c.SetReadDeadline(time.Time{})
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
 }
 
 func (p *connPool) put(addr string, c net.Conn) {

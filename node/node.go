@@ -63,7 +63,6 @@ type Node struct {
 	callConns connPool      // routed calls, per node address
 	nudge     nudger        // retry.go
 	notices   commitNotices // notice.go
-	fwdIn     fwdInflight   // forwarded writes being applied, per follower (forward.go)
 	ri        readIndex     // readindex.go
 	route     router
 	rep       replica // servers and clients (replica.go)
