@@ -145,7 +145,7 @@ type tracked struct {
 // round was a wake-up of its own (memberlist's LAN default is 200 ms, its
 // WAN default 500 ms). A round with nothing to send sends nothing. A round
 // tells six nodes instead of memberlist's three, so a broadcast reaches as
-// many nodes a second as before: a hundred nodes in about 2-3 s
+// many nodes a second as before: a hundred nodes in about 1.5 s
 // (BenchmarkBroadcastSpread). Probes stay at memberlist's LAN second, so a
 // failed node is found as fast as before.
 const (

@@ -13,7 +13,7 @@
 // node which learns from them passes on (gossip runs every
 // DefaultGossipInterval, 1 s, on the probe's tick, to DefaultGossipNodes,
 // six nodes, so a change reaches a LAN cluster of a hundred nodes in
-// about 2-3 s, BenchmarkBroadcastSpread); a change too large
+// about 1.5 s, BenchmarkBroadcastSpread); a change too large
 // for a few messages, and a node's entries for a node that joins or comes
 // back, go directly over memberlist's reliable stream instead. The whole
 // table goes with every push/pull, so a joining node learns it all from
