@@ -33,8 +33,10 @@ const (
 	maxBroadcast = 1024
 	// maxBroadcastMsgs: a change that takes more messages than this is not
 	// gossiped but sent to each live member over memberlist's reliable
-	// stream, as gossip would take seconds to carry it.
-	maxBroadcastMsgs = 4
+	// stream, as gossip would take seconds to carry it (a gossip packet
+	// holds one message, and a round comes every DefaultGossipInterval:
+	// three messages took 2 s to reach four nodes).
+	maxBroadcastMsgs = 2
 	// maxQueued bounds the broadcast queue; what it sheds, push/pull brings.
 	maxQueued = 4096
 	// retransmitMult is memberlist's RetransmitMult for our broadcasts. Each

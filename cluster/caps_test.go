@@ -364,8 +364,9 @@ func Test_Caps_PropagationFiveNodes(t *testing.T) {
 	propagate(t, "two tools added", Caps{"grep": -1, "ffmpeg": 2}, src, others)
 	propagate(t, "a variant changed", Caps{"grep": -1, "ffmpeg": 0}, src, others)
 	propagate(t, "a tool removed", Caps{"grep": -1}, src, others)
-	// The largest change still gossiped (maxBroadcastMsgs messages) ...
-	propagate(t, "120 tools added (gossip)", manyTools(120, func(i int) int { return i%3 - 1 }), src, others)
+	// The largest change still gossiped (maxBroadcastMsgs messages, one a
+	// gossip packet: up to a round's wait and two rounds) ...
+	propagate(t, "100 tools added (gossip)", manyTools(100, func(i int) int { return i%3 - 1 }), src, others)
 	// ... and a larger one, sent directly.
 	propagate(t, "1,000 tools added (direct)", manyTools(1000, func(i int) int { return i % 2 }), src, others)
 	for _, c := range cs {

@@ -9,7 +9,10 @@
 // The package imports no other toolnode package.
 //
 // Names: every metric is prefixed toolnode_; hashicorp/raft's own
-// metrics appear as toolnode_raft_… through go-metrics' Prometheus sink.
-// go-metrics is process-wide, so raft's metrics go to the registry of
-// the first node a process starts (one node per process in production).
+// metrics appear as toolnode_raft_… through go-metrics' Prometheus sink,
+// and memberlist's as toolnode_memberlist_… except its timer of every
+// gossip round and probe and its per-packet counters (quietMetrics),
+// which cost an idle node a tenth of its CPU. go-metrics is
+// process-wide, so raft's metrics go to the registry of the first node a
+// process starts (one node per process in production).
 package metrics

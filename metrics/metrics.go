@@ -49,6 +49,9 @@ type Set struct {
 
 var raftSinkOnce sync.Once
 
+// sinkRegistry is the registry go-metrics reports to (the first Set's).
+var sinkRegistry *prometheus.Registry
+
 // New makes the collectors of one node, named node, reading st.
 func New(node string, st State) *Set {
 	reg := prometheus.NewRegistry()
@@ -105,9 +108,24 @@ func New(node string, st State) *Set {
 		cfg := gometrics.DefaultConfig("toolnode")
 		cfg.EnableHostname = false
 		cfg.EnableRuntimeMetrics = false
+		// memberlist reports through the same registry. Its timers of
+		// every gossip round and probe and its counters of every packet
+		// were a tenth of an idle node's CPU (each goes through the
+		// sink's key flattening and a summary), and say nothing the
+		// gossip members gauge does not: they are dropped before the sink.
+		cfg.BlockedPrefixes = quietMetrics
 		gometrics.NewGlobal(cfg, sink)
+		sinkRegistry = reg
 	})
 	return s
+}
+
+// quietMetrics are the go-metrics keys dropped before the sink:
+// memberlist's per-round timers and per-packet counters.
+var quietMetrics = []string{
+	"toolnode.memberlist.gossip",
+	"toolnode.memberlist.probeNode",
+	"toolnode.memberlist.udp",
 }
 
 func lastContact(stats map[string]string) float64 {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	gometrics "github.com/hashicorp/go-metrics"
 )
 
 type fakeState struct{ ready error }
@@ -79,4 +81,34 @@ func TestBlobSeries(t *testing.T) {
 	var none *Set // a node without -metrics
 	none.BlobFetched("n2", 1, nil)
 	none.BlobServed("sent")
+}
+
+// memberlist's per-round and per-packet metrics are dropped before the
+// go-metrics sink; raft's and memberlist's others still arrive. The
+// control is the same key under another prefix.
+func TestGoMetricsQuiet(t *testing.T) {
+	New("n1", fakeState{})
+	gometrics.IncrCounter([]string{"memberlist", "udp", "sent"}, 60)
+	gometrics.MeasureSince([]string{"memberlist", "gossip"}, time.Now())
+	gometrics.MeasureSince([]string{"memberlist", "probeNode"}, time.Now())
+	gometrics.IncrCounter([]string{"memberlist", "msg", "suspect"}, 1)
+	gometrics.MeasureSince([]string{"raft", "commitTime"}, time.Now())
+	families, err := sinkRegistry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, f := range families {
+		got[f.GetName()] = true
+	}
+	for _, name := range []string{"toolnode_raft_commitTime", "toolnode_memberlist_msg_suspect"} {
+		if !got[name] {
+			t.Errorf("%s missing from the sink: %v", name, got)
+		}
+	}
+	for _, name := range []string{"toolnode_memberlist_udp_sent", "toolnode_memberlist_gossip", "toolnode_memberlist_probeNode"} {
+		if got[name] {
+			t.Errorf("%s reached the sink", name)
+		}
+	}
 }

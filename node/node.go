@@ -553,6 +553,12 @@ func (n *Node) watchMembers() {
 				n.savePeers()
 			case cluster.NodeLeave:
 				n.events.add("node-", ev.Member.Name)
+				// A client following that server leaves it now, not
+				// after five heartbeats of silence (a partition keeps
+				// the connection open).
+				if _, f := n.followerState(); f != nil && ev.Member.Meta.Cluster != "" {
+					f.Leave(ev.Member.Meta.Cluster)
+				}
 			}
 			kick(n.reconcile)
 		}

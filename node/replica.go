@@ -37,10 +37,13 @@ import (
 // applies an entry twice. A server taken out of the configuration hands
 // its FSM back to the stream.
 
-// roleEvery is how often a node checks whether it is in the Raft
-// configuration. A client the leader adds learns it at once: Raft's first
-// entry stops its stream (stream.ErrStop), which checks the role then.
-// Each wake-up of an idle node costs CPU, so the check is not more often.
+// roleEvery is how often a server checks whether it is still in the
+// Raft configuration (a server the leader removes may never be sent the
+// entry that removes it). A client does not tick: it becomes a server
+// only through Raft, and Raft tells it at once: the first command or
+// snapshot Raft feeds it takes the FSM from the stream (takeFeed), and a
+// configuration entry Raft commits on it kicks the check too. Each
+// wake-up of an idle node costs CPU, so the check is not more often.
 const roleEvery = 5 * time.Second
 
 // statusEvery bounds how often a server reads Raft for the status its
@@ -89,6 +92,9 @@ func (f fsmFeed) ApplyBatch(logs []*raft.Log) []any {
 	out := make([]any, len(logs))
 	r.feedMu.Lock()
 	for i, l := range logs {
+		if l.Type == raft.LogConfiguration {
+			kick(r.roleKick) // perhaps this node's own addition
+		}
 		if l.Type != raft.LogCommand {
 			continue
 		}
@@ -309,20 +315,26 @@ func (n *Node) quietRaft(quiet bool) {
 // started: the node's start has gone past Raft (a role is news then).
 func (n *Node) started() bool { return n.gossip != nil }
 
-// watchRole checks the node's role every roleEvery.
+// watchRole checks the node's role when kicked and, on a server, every
+// roleEvery.
 func (n *Node) watchRole() {
 	defer n.wg.Done()
 	defer n.stopFollowing()
-	t := time.NewTicker(roleEvery)
+	t := time.NewTimer(roleEvery)
 	defer t.Stop()
 	for {
+		if !n.rep.isServer.Load() {
+			t.Stop()
+		}
 		select {
 		case <-n.ctx.Done():
 			return
 		case <-t.C:
-			n.checkRole()
 		case <-n.rep.roleKick:
-			n.checkRole()
+		}
+		n.checkRole()
+		if n.rep.isServer.Load() {
+			t.Reset(roleEvery)
 		}
 	}
 }

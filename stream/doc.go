@@ -12,12 +12,17 @@
 //     encoding) when that index is older than the window, then
 //   - every committed entry after it (index and the command bytes, as in
 //     the Raft log), in order, as the server's FSM applies them, and
-//   - a heartbeat every two seconds when idle, and at once when the
+//   - a heartbeat every ten seconds when idle, and at once when the
 //     status changes, carrying the server's applied index and the
 //     cluster's status (the leader, the servers), which is how a client
 //     knows where to forward writes. One ticker beats for all of a
 //     Hub's subscribers, so an idle server wakes once an interval
-//     however many clients follow it.
+//     however many clients follow it, and a client decodes a status
+//     only when it differs from the last.
+//
+// A client leaves a server silent for five heartbeats; the node leaves
+// one sooner (Follower.Leave) when gossip calls it failed or left, as a
+// partition keeps the connection open and silent.
 //
 // The stream is resumable from any index, so a client whose server dies
 // dials the next one (servers are ranked per client by rendezvous hashing

@@ -17,8 +17,9 @@ import (
 const (
 	DefaultWindowEntries = 4096
 	DefaultWindowBytes   = 64 << 20
-	DefaultHeartbeat     = 2 * time.Second
+	DefaultHeartbeat     = 10 * time.Second
 	writeTimeout         = 30 * time.Second // one frame to a subscriber
+	helloWait            = 10 * time.Second // a client's hello, after it connects
 )
 
 // Entry is one committed command.
@@ -241,12 +242,12 @@ func (h *Hub) unsubscribe(s *sub) {
 
 // Serve streams to one client on c until the client goes, ctx ends, or
 // the subscriber is dropped; it closes c. The client's hello must arrive
-// within a heartbeat interval's five times.
+// within helloWait.
 func (h *Hub) Serve(ctx context.Context, c net.Conn) error {
 	defer c.Close()
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
-	c.SetReadDeadline(time.Now().Add(5 * h.cfg.Heartbeat))
+	c.SetReadDeadline(time.Now().Add(helloWait))
 	var hello [helloSize]byte
 	if _, err := io.ReadFull(c, hello[:]); err != nil {
 		return fmt.Errorf("no hello: %w", err)

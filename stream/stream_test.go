@@ -477,3 +477,113 @@ func TestStreamRebalances(t *testing.T) {
 		t.Errorf("a rebalance counted as %d failures", st.Moves)
 	}
 }
+
+// freezer forwards connections to a server until frozen, then holds them
+// open and silent: a partition, where the server neither closes the
+// stream nor sends on it.
+type freezer struct {
+	ln     net.Listener
+	frozen chan struct{}
+}
+
+func newFreezer(t *testing.T, to string) *freezer {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fz := &freezer{ln: ln, frozen: make(chan struct{})}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", to)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			t.Cleanup(func() { c.Close(); s.Close() })
+			pipe := func(dst, src net.Conn) {
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := src.Read(buf)
+					select {
+					case <-fz.frozen:
+						return // dropped, and the connection stays open
+					default:
+					}
+					if err != nil {
+						dst.Close()
+						return
+					}
+					dst.Write(buf[:n])
+				}
+			}
+			go pipe(s, c)
+			go pipe(c, s)
+		}
+	}()
+	return fz
+}
+
+// A server cut off by a partition goes silent without closing the
+// stream. Told by gossip (Leave), the client moves to the next server at
+// once, where silence alone would take five heartbeats. The control: the
+// same client, not told, stays on the silent server.
+func TestStreamLeaveOnGossip(t *testing.T) {
+	a, b := newServer(t, 1000), newServer(t, 1000)
+	both := func(n int) { a.apply(n); b.apply(n) }
+	both(5)
+	fz := newFreezer(t, a.ln.Addr().String())
+	addrs := []string{fz.ln.Addr().String(), b.ln.Addr().String()}
+	name := preferring(addrs, addrs[0])
+	c := newClient(t, name, addrs...)
+	c.f = stream.NewFollower(stream.FollowerConfig{
+		Name:    name,
+		Servers: func() []string { c.mu.Lock(); defer c.mu.Unlock(); return append([]string(nil), c.servers...) },
+		Dial: func(ctx context.Context, addr string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", addr)
+		},
+		Index: c.fsm.LastIndex,
+		Apply: func(index uint64, data []byte) error {
+			c.fsm.Apply(&raft.Log{Index: index, Type: raft.LogCommand, Data: data})
+			return nil
+		},
+		Restore:   func(index uint64, r io.Reader) error { return c.fsm.Restore(io.NopCloser(r)) },
+		Heartbeat: time.Hour, // silence never ends this stream here
+		Logf:      t.Logf,
+	})
+	if c.f.Leave(addrs[0]) {
+		t.Fatal("Leave before following reported a server left")
+	}
+	c.start()
+	c.waitFor(a)
+	close(fz.frozen)
+	both(3)
+	// The control: untold, the client stays on the silent server.
+	for end := time.Now().Add(500 * time.Millisecond); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if st := c.f.State(); st.Server != addrs[0] {
+			t.Fatalf("control: left the silent server untold, now on %q", st.Server)
+		}
+	}
+	if c.f.Leave(addrs[1]) {
+		t.Fatal("Leave of a server not followed reported a server left")
+	}
+	c.mu.Lock()
+	c.servers = addrs[1:] // gossip says a is dead
+	c.mu.Unlock()
+	if !c.f.Leave(addrs[0]) {
+		t.Fatal("Leave of the followed server reported nothing left")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for c.f.State().Server != addrs[1] {
+		if time.Now().After(deadline) {
+			t.Fatalf("still following %q", c.f.State().Server)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	c.waitFor(b)
+}
