@@ -7,10 +7,12 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -51,8 +53,9 @@ import (
 // gossipfloor) count as clients: "gossip" runs the cluster package's
 // memberlist at the node's settings and nothing else
 // (TOOLNODE_SCALE_FLOOR_ARGS adds flags to it), "nothing" a Go process
-// that does nothing. Run with -benchtime 1x; N=100 needs about 3 GB of
-// memory.
+// that does nothing. TOOLNODE_SCALE_PROFILE=DIR: each node (of this
+// build) writes a CPU profile of its start, exec until formed, to DIR.
+// Run with -benchtime 1x; N=100 needs about 3 GB of memory.
 func BenchmarkScale(b *testing.B) {
 	sizes := []int{10, 50, 100}
 	if s := os.Getenv("TOOLNODE_SCALE_SIZES"); s != "" {
@@ -79,6 +82,10 @@ func BenchmarkScale(b *testing.B) {
 		}
 	}
 }
+
+// scaleRound numbers the rounds of BenchmarkScale, for the names of
+// profiles.
+var scaleRound int
 
 const (
 	scaleSettle  = 5 * time.Second  // after formation, before the idle window
@@ -150,6 +157,22 @@ func runScale(b *testing.B, size int, leg string) {
 		}
 	}
 	start, ready := c.start, c.ready
+	// TOOLNODE_SCALE_PROFILE=DIR: every node of this build writes a CPU
+	// profile of its start to DIR, from exec until the harness counts it
+	// formed (it then sends SIGUSR1): where the *-start-cpu-ms go.
+	profDir := os.Getenv("TOOLNODE_SCALE_PROFILE")
+	profiling := profDir != "" && !floor && leg != "baseline"
+	if profiling {
+		if err := os.MkdirAll(profDir, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		scaleRound++
+		env := c.env
+		start = func(n *tnode) {
+			c.env = append(env[:len(env):len(env)], "TOOLNODE_CPUPROFILE="+filepath.Join(profDir, fmt.Sprintf("N%d-%s-r%d-%s.pprof", size, leg, scaleRound, n.name)))
+			c.start(n)
+		}
+	}
 	if floor {
 		start = func(n *tnode) {
 			args := []string{"-name", n.name, "-gossip", n.gossip, "-join", strings.Join(n.join, ",")}
@@ -173,7 +196,9 @@ func runScale(b *testing.B, size int, leg string) {
 	// no other's measurement. Every 10 ms × N (at least 250 ms): the
 	// harness asks about 100 times a second in all, whatever N.
 	every := max(250*time.Millisecond, time.Duration(size)*10*time.Millisecond)
-	hc := &http.Client{Timeout: 5 * time.Second}
+	// Uncompressed: gzipping each answer was a tenth of a node's CPU
+	// while it formed (the legs of a run pay the same either way).
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableCompression: true}}
 	var fmu sync.Mutex
 	done := map[string]bool{}
 	startTicks := map[string]uint64{} // CPU from exec until the node formed
@@ -188,6 +213,9 @@ func runScale(b *testing.B, size int, leg string) {
 			if err == nil {
 				done[n.name] = true
 				startTicks[n.name] = procTicksOr0(n.p.cmd.Process.Pid)
+				if profiling {
+					n.p.cmd.Process.Signal(syscall.SIGUSR1) // the profile ends here
+				}
 				if len(done) == size {
 					close(allFormed)
 				}
@@ -369,6 +397,13 @@ wait:
 	}
 	b.Logf("N=%d %s: formed in %v; idle CPU over %v %.1f%% of a core (leader %.1f%%, servers %s, clients mean %.3f%%); wake-ups/s leader %.0f, server %.0f, client %.1f; CPU until formed: server %.0f ms, client %.0f ms; RSS leader %.0f MiB, server %.0f, client %.0f",
 		size, leg, formed.Round(time.Millisecond), window, total, leader, pcts(servers), mean(clients), leaderWakes, mean(serverWakes), mean(clientWakes), mean(serverStart), mean(clientStart), leaderRSS, mean(serverRSS), mean(clientRSS))
+	if profiling {
+		for _, n := range c.nodes {
+			if err := waitLog(n.p, "CPU profile written", 30*time.Second); err != nil {
+				b.Logf("%s: %v", n.name, err)
+			}
+		}
+	}
 	// Stop every process now, not at the end of the benchmark.
 	var wg sync.WaitGroup
 	for _, n := range c.nodes {
