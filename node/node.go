@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -540,18 +539,24 @@ const (
 )
 
 // watchMembers turns membership changes into node+/node- events, tells
-// the leader to reconcile, and remembers the peers for a restart.
+// the leader to reconcile, and remembers the peers for a restart
+// (peers.go): at the first join at once, then at most every
+// peersSaveEvery, and once more as the node stops.
 func (n *Node) watchMembers() {
 	defer n.wg.Done()
+	var ps peerSaves
 	for {
 		select {
 		case <-n.ctx.Done():
+			ps.flush(n.savePeers)
 			return
+		case <-ps.due():
+			ps.flush(n.savePeers)
 		case ev := <-n.gossip.Events():
 			switch ev.Kind {
 			case cluster.NodeJoin:
 				n.events.add("node+", ev.Member.Name)
-				n.savePeers()
+				ps.changed(time.Now(), n.savePeers)
 			case cluster.NodeLeave:
 				n.events.add("node-", ev.Member.Name)
 			}
@@ -589,36 +594,6 @@ func (n *Node) advertise() {
 			}
 		}
 	}
-}
-
-func (n *Node) savePeers() {
-	var addrs []string
-	for _, m := range n.gossip.Members() {
-		if m.Name != n.cfg.Name && m.State == "alive" {
-			addrs = append(addrs, m.Addr)
-		}
-	}
-	if len(addrs) == 0 {
-		return
-	}
-	b, _ := json.Marshal(addrs)
-	tmp := n.peersFile() + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err == nil {
-		os.Rename(tmp, n.peersFile())
-	}
-}
-
-func (n *Node) loadPeers() []string {
-	b, err := os.ReadFile(n.peersFile())
-	if err != nil {
-		return nil
-	}
-	var addrs []string
-	if json.Unmarshal(b, &addrs) != nil {
-		n.logger.Printf("ignoring unreadable %s", n.peersFile())
-		return nil
-	}
-	return addrs
 }
 
 // waitLeader, on a node that is the only voter it knows of (a lone node,
