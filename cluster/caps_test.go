@@ -249,7 +249,13 @@ func Test_Caps_JoinTriggersDirectSend(t *testing.T) {
 	if _, targets := c.syncTargets(); len(targets) != 0 {
 		t.Fatal("a small change asked for a direct send")
 	}
-	ed.send(NodeJoin, &memberlist.Node{Name: "y", Addr: net.IPv4(127, 0, 0, 2), Port: 7946})
+	y := &memberlist.Node{Name: "y", Addr: net.IPv4(127, 0, 0, 2), Port: 7946}
+	ed.send(NodeJoin, y)
+	if _, targets := c.syncTargets(); len(targets) != 0 {
+		t.Fatal("a first join asked for a send: its push/pull brings the table")
+	}
+	ed.send(NodeLeave, y) // y dies (a partition) ...
+	ed.send(NodeJoin, y)  // ... and comes back: it may have missed deltas
 	ed.send(NodeUpdate, &memberlist.Node{Name: "x", Addr: net.IPv4(127, 0, 0, 1), Port: 7946})
 	m, targets := c.syncTargets()
 	if len(targets) != 1 || targets[0].Name != "y" || targets[0].Address() != "127.0.0.2:7946" {
