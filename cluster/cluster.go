@@ -56,7 +56,10 @@ type Config struct {
 type Meta struct {
 	Cluster string `json:"c,omitempty"` // raft + node-to-node address
 	P9      string `json:"p,omitempty"` // 9P address
-	Tools   int    `json:"t"`           // tools its host can run
+	// Tools is how many tools its host can run, as older builds
+	// advertised it; nodes now leave it out (the capabilities say it, and
+	// a count that changes makes an alive message every node passes on).
+	Tools int `json:"t,omitempty"`
 	// Leaving is set just before a graceful leave, so the others can tell
 	// a departure from a failure (memberlist reports both as a leave).
 	Leaving bool `json:"l,omitempty"`

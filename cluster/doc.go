@@ -1,7 +1,9 @@
 // Package cluster owns gossip membership: it runs hashicorp/memberlist,
 // joins and leaves, turns membership changes into events for the node, and
 // carries each node's small advertised facts (its cluster and 9P
-// addresses, how many tools its host can run) in memberlist node meta.
+// addresses, whether it is a Raft server) in memberlist node meta. Each
+// change of meta is an alive message every node passes on, so meta holds
+// only what rarely changes.
 //
 // It also spreads capabilities: which tools each node's host can run, and
 // which variant matched there (caps.go). Node meta is capped at 512 bytes,

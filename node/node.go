@@ -464,9 +464,13 @@ func (n *Node) advertiseAddr(bound net.Addr) (net.Addr, error) {
 	return &net.TCPAddr{IP: ip, Port: tcp.Port}, nil
 }
 
-// meta is what this node advertises by gossip.
+// meta is what this node advertises by gossip. How many tools it can run
+// is not in it (cluster/members counts the capabilities gossiped beside
+// it): each change of node meta is an alive message that every node
+// passes on several times, and the count changed on every node as it
+// joined (its catalog arrives after its join) and at every publish.
 func (n *Node) meta() cluster.Meta {
-	return cluster.Meta{Cluster: string(n.transport.LocalAddr()), P9: n.P9Addr(), Tools: n.catalog.count(),
+	return cluster.Meta{Cluster: string(n.transport.LocalAddr()), P9: n.P9Addr(),
 		Server: n.rep.isServer.Load(), Want: n.cfg.Server}
 }
 
@@ -574,7 +578,7 @@ func kick(ch chan struct{}) {
 }
 
 // advertise keeps what this node gossips current (what it can run, its
-// tool count) as tools are published and variants re-resolved, and starts
+// role) as tools are published and variants re-resolved, and starts
 // fetching newly published executables this node does not have.
 func (n *Node) advertise() {
 	defer n.wg.Done()
