@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	gometrics "github.com/hashicorp/go-metrics"
 )
 
 type fakeState struct{ ready error }
@@ -79,4 +81,38 @@ func TestBlobSeries(t *testing.T) {
 	var none *Set // a node without -metrics
 	none.BlobFetched("n2", 1, nil)
 	none.BlobServed("sent")
+}
+
+// memberlist's per-packet series never reach the sink; its rarer ones
+// (a suspicion) and raft's do.
+func TestPerPacketMemberlistSeriesBlocked(t *testing.T) {
+	sink := gometrics.NewInmemSink(time.Hour, time.Hour)
+	m, err := gometrics.New(goMetricsConfig(), sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.IncrCounterWithLabels([]string{"memberlist", "udp", "received"}, 100, nil)
+	m.IncrCounterWithLabels([]string{"memberlist", "msg", "alive"}, 1, nil)
+	m.MeasureSinceWithLabels([]string{"memberlist", "gossip"}, time.Now(), nil)
+	m.IncrCounterWithLabels([]string{"memberlist", "msg", "suspect"}, 1, nil)
+	m.IncrCounterWithLabels([]string{"raft", "apply"}, 1, nil)
+	got := map[string]bool{}
+	for _, iv := range sink.Data() {
+		for k := range iv.Counters {
+			got[k] = true
+		}
+		for k := range iv.Samples {
+			got[k] = true
+		}
+	}
+	for _, blocked := range []string{"toolnode.memberlist.udp.received", "toolnode.memberlist.msg.alive", "toolnode.memberlist.gossip"} {
+		if got[blocked] {
+			t.Errorf("the sink got %s", blocked)
+		}
+	}
+	for _, kept := range []string{"toolnode.memberlist.msg.suspect", "toolnode.raft.apply"} {
+		if !got[kept] {
+			t.Errorf("the sink lacks %s (it has %v)", kept, got)
+		}
+	}
 }
