@@ -202,6 +202,8 @@ func runScale(b *testing.B, size int, leg string) {
 	var fmu sync.Mutex
 	done := map[string]bool{}
 	startTicks := map[string]uint64{} // CPU from exec until the node formed
+	var formedAt []float64            // when each node formed, from n1's launch, in order
+	var begin time.Time
 	why := map[string]string{}
 	allFormed := make(chan struct{})
 	stopPoll := make(chan struct{})
@@ -212,6 +214,7 @@ func runScale(b *testing.B, size int, leg string) {
 			fmu.Lock()
 			if err == nil {
 				done[n.name] = true
+				formedAt = append(formedAt, time.Since(begin).Seconds())
 				startTicks[n.name] = procTicksOr0(n.p.cmd.Process.Pid)
 				if profiling {
 					n.p.cmd.Process.Signal(syscall.SIGUSR1) // the profile ends here
@@ -248,7 +251,7 @@ func runScale(b *testing.B, size int, leg string) {
 			}
 		}
 	}
-	begin := time.Now()
+	begin = time.Now()
 	launch(c.nodes[0])
 	ready(c.nodes[0])
 	for _, n := range c.nodes[1:seeds] {
@@ -308,6 +311,15 @@ wait:
 		}
 	}
 	formed := time.Since(begin)
+	// Half of the nodes, and nine in ten, had formed by these times: a
+	// long tail after p90 is gossip's stragglers, a late p50 the CPU of
+	// the starts.
+	fmu.Lock()
+	p50, p90 := formedAt[(len(formedAt)-1)/2], formedAt[(len(formedAt)*9-1)/10]
+	fmu.Unlock()
+	b.ReportMetric(p50, "p50-formed-s")
+	b.ReportMetric(p90, "p90-formed-s")
+	b.ReportMetric(launched.Sub(begin).Seconds(), "launched-s")
 
 	// Roles, as n1 sees them (the floor legs have none: all count as
 	// clients).
@@ -395,6 +407,7 @@ wait:
 	if !floor {
 		b.ReportMetric(float64(len(servers)+1), "servers")
 	}
+	b.Logf("N=%d %s: launched in %v; half formed at %.1fs, nine in ten at %.1fs", size, leg, launched.Sub(begin).Round(time.Millisecond), p50, p90)
 	b.Logf("N=%d %s: formed in %v; idle CPU over %v %.1f%% of a core (leader %.1f%%, servers %s, clients mean %.3f%%); wake-ups/s leader %.0f, server %.0f, client %.1f; CPU until formed: server %.0f ms, client %.0f ms; RSS leader %.0f MiB, server %.0f, client %.0f",
 		size, leg, formed.Round(time.Millisecond), window, total, leader, pcts(servers), mean(clients), leaderWakes, mean(serverWakes), mean(clientWakes), mean(serverStart), mean(clientStart), leaderRSS, mean(serverRSS), mean(clientRSS))
 	if profiling {
