@@ -143,6 +143,12 @@ func New(cfg Config) (n *Node, err error) {
 		}
 	}()
 
+	// A node that joins with no Raft state is a client until the leader
+	// adds it (lazyraft.go): it starts on a client's processors.
+	if n.cfg.RaftTransport == nil && n.joins() && !raftStateOnDisk(n.raftDir()) {
+		n.raftLazy.Store(true)
+		n.startAsClient()
+	}
 	for _, d := range []string{cfg.DataDir, n.scratchDir()} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("data directory: %w", err)
@@ -313,10 +319,9 @@ func (n *Node) raftConfig(hl hclog.Logger) *raft.Config {
 // (lazyraft.go).
 func (n *Node) startRaft() error {
 	n.raftLog = n.raftLogger()
-	// Decided before the port opens: the leader's first request may come
-	// at once.
-	lazy := n.cfg.RaftTransport == nil && n.joins() && !raftStateOnDisk(n.raftDir())
-	n.raftLazy.Store(lazy)
+	// Decided before the port opens (New, startsAsClient): the leader's
+	// first request may come at once.
+	lazy := n.raftLazy.Load()
 	if n.cfg.RaftTransport != nil {
 		n.transport = n.cfg.RaftTransport
 	} else if err := n.startClusterPort(n.raftLog); err != nil {
