@@ -47,7 +47,11 @@ import (
 // "waves" is "clients" with the nodes past the seeds launched
 // TOOLNODE_SCALE_WAVE (default 10) at a time, each wave once the one
 // before serves (its own start, not its formation, so the waves overlap);
-// "procs2" is "clients" with GOMAXPROCS=2 in the nodes' environment
+// "notoken" is "clients" with a DATA/admin.token written in every
+// node's data directory but n1's before it starts, so that none makes
+// its admin token (a cluster write each, streamed to every client): what
+// those writes cost a forming cluster, measured; "procs2" is "clients"
+// with GOMAXPROCS=2 in the nodes' environment
 // (clients on two processors, as before they ran on one: the same
 // binary, where two builds of one commit can idle 30 % apart). The floors (bench/internal/
 // gossipfloor) count as clients: "gossip" runs the cluster package's
@@ -137,6 +141,13 @@ func runScale(b *testing.B, size int, leg string) {
 		n := c.add(fmt.Sprintf("n%d", i), join)
 		n.p9, n.gossip, n.clusterAddr = ports[4*(i-1)], ports[4*(i-1)+1], ports[4*(i-1)+2]
 		metricsAddr[n.name] = ports[4*(i-1)+3]
+		if leg == "notoken" && i > 1 {
+			// A node with DATA/admin.token makes no admin token: what
+			// the N cluster writes of the nodes' first starts cost.
+			if err := os.WriteFile(filepath.Join(n.data, "admin.token"), []byte("tn_none\n"), 0o600); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
 	// n2..n5 join n1, the rest join joinSeeds of n1..n5 (one push/pull
 	// with each) all at once: a hundred push/pulls at once against one
