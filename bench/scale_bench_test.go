@@ -214,6 +214,7 @@ func runScale(b *testing.B, size int, leg string) {
 	done := map[string]bool{}
 	startTicks := map[string]uint64{} // CPU from exec until the node formed
 	var formedAt []float64            // when each node formed, from n1's launch, in order
+	var formedLast []string           // the same, with what each lacked at the poll before
 	var begin time.Time
 	why := map[string]string{}
 	allFormed := make(chan struct{})
@@ -226,6 +227,7 @@ func runScale(b *testing.B, size int, leg string) {
 			if err == nil {
 				done[n.name] = true
 				formedAt = append(formedAt, time.Since(begin).Seconds())
+				formedLast = append(formedLast, fmt.Sprintf("%s at %.1fs (before: %s)", n.name, formedAt[len(formedAt)-1], why[n.name]))
 				startTicks[n.name] = procTicksOr0(n.p.cmd.Process.Pid)
 				if profiling {
 					n.p.cmd.Process.Signal(syscall.SIGUSR1) // the profile ends here
@@ -418,7 +420,7 @@ wait:
 	if !floor {
 		b.ReportMetric(float64(len(servers)+1), "servers")
 	}
-	b.Logf("N=%d %s: launched in %v; half formed at %.1fs, nine in ten at %.1fs", size, leg, launched.Sub(begin).Round(time.Millisecond), p50, p90)
+	b.Logf("N=%d %s: launched in %v; half formed at %.1fs, nine in ten at %.1fs; the last: %s", size, leg, launched.Sub(begin).Round(time.Millisecond), p50, p90, strings.Join(formedLast[max(0, len(formedLast)-3):], "; "))
 	b.Logf("N=%d %s: formed in %v; idle CPU over %v %.1f%% of a core (leader %.1f%%, servers %s, clients mean %.3f%%); wake-ups/s leader %.0f, server %.0f, client %.1f; CPU until formed: server %.0f ms, client %.0f ms; RSS leader %.0f MiB, server %.0f, client %.0f",
 		size, leg, formed.Round(time.Millisecond), window, total, leader, pcts(servers), mean(clients), leaderWakes, mean(serverWakes), mean(clientWakes), mean(serverStart), mean(clientStart), leaderRSS, mean(serverRSS), mean(clientRSS))
 	if profiling {
