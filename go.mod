@@ -89,3 +89,5 @@ require (
 )
 
 replace github.com/santhosh-tekuri/jsonschema/v6 => ./third_party/jsonschema
+
+replace github.com/hashicorp/memberlist => ./third_party/memberlist

@@ -7,10 +7,12 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -45,14 +47,19 @@ import (
 // "waves" is "clients" with the nodes past the seeds launched
 // TOOLNODE_SCALE_WAVE (default 10) at a time, each wave once the one
 // before serves (its own start, not its formation, so the waves overlap);
-// "procs2" is "clients" with GOMAXPROCS=2 in the nodes' environment
+// "notoken" is "clients" with a DATA/admin.token written in every
+// node's data directory but n1's before it starts, so that none makes
+// its admin token (a cluster write each, streamed to every client): what
+// those writes cost a forming cluster, measured; "procs2" is "clients"
+// with GOMAXPROCS=2 in the nodes' environment
 // (clients on two processors, as before they ran on one: the same
 // binary, where two builds of one commit can idle 30 % apart). The floors (bench/internal/
 // gossipfloor) count as clients: "gossip" runs the cluster package's
 // memberlist at the node's settings and nothing else
 // (TOOLNODE_SCALE_FLOOR_ARGS adds flags to it), "nothing" a Go process
-// that does nothing. Run with -benchtime 1x; N=100 needs about 3 GB of
-// memory.
+// that does nothing. TOOLNODE_SCALE_PROFILE=DIR: each node (of this
+// build) writes a CPU profile of its start, exec until formed, to DIR.
+// Run with -benchtime 1x; N=100 needs about 3 GB of memory.
 func BenchmarkScale(b *testing.B) {
 	sizes := []int{10, 50, 100}
 	if s := os.Getenv("TOOLNODE_SCALE_SIZES"); s != "" {
@@ -79,6 +86,10 @@ func BenchmarkScale(b *testing.B) {
 		}
 	}
 }
+
+// scaleRound numbers the rounds of BenchmarkScale, for the names of
+// profiles.
+var scaleRound int
 
 const (
 	scaleSettle  = 5 * time.Second  // after formation, before the idle window
@@ -130,6 +141,13 @@ func runScale(b *testing.B, size int, leg string) {
 		n := c.add(fmt.Sprintf("n%d", i), join)
 		n.p9, n.gossip, n.clusterAddr = ports[4*(i-1)], ports[4*(i-1)+1], ports[4*(i-1)+2]
 		metricsAddr[n.name] = ports[4*(i-1)+3]
+		if leg == "notoken" && i > 1 {
+			// A node with DATA/admin.token makes no admin token: what
+			// the N cluster writes of the nodes' first starts cost.
+			if err := os.WriteFile(filepath.Join(n.data, "admin.token"), []byte("tn_none\n"), 0o600); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
 	// n2..n5 join n1, the rest join joinSeeds of n1..n5 (one push/pull
 	// with each) all at once: a hundred push/pulls at once against one
@@ -150,6 +168,22 @@ func runScale(b *testing.B, size int, leg string) {
 		}
 	}
 	start, ready := c.start, c.ready
+	// TOOLNODE_SCALE_PROFILE=DIR: every node of this build writes a CPU
+	// profile of its start to DIR, from exec until the harness counts it
+	// formed (it then sends SIGUSR1): where the *-start-cpu-ms go.
+	profDir := os.Getenv("TOOLNODE_SCALE_PROFILE")
+	profiling := profDir != "" && !floor && leg != "baseline"
+	if profiling {
+		if err := os.MkdirAll(profDir, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		scaleRound++
+		env := c.env
+		start = func(n *tnode) {
+			c.env = append(env[:len(env):len(env)], "TOOLNODE_CPUPROFILE="+filepath.Join(profDir, fmt.Sprintf("N%d-%s-r%d-%s.pprof", size, leg, scaleRound, n.name)))
+			c.start(n)
+		}
+	}
 	if floor {
 		start = func(n *tnode) {
 			args := []string{"-name", n.name, "-gossip", n.gossip, "-join", strings.Join(n.join, ",")}
@@ -173,10 +207,15 @@ func runScale(b *testing.B, size int, leg string) {
 	// no other's measurement. Every 10 ms × N (at least 250 ms): the
 	// harness asks about 100 times a second in all, whatever N.
 	every := max(250*time.Millisecond, time.Duration(size)*10*time.Millisecond)
-	hc := &http.Client{Timeout: 5 * time.Second}
+	// Uncompressed: gzipping each answer was a tenth of a node's CPU
+	// while it formed (the legs of a run pay the same either way).
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableCompression: true}}
 	var fmu sync.Mutex
 	done := map[string]bool{}
 	startTicks := map[string]uint64{} // CPU from exec until the node formed
+	var formedAt []float64            // when each node formed, from n1's launch, in order
+	var formedLast []string           // the same, with what each lacked at the poll before
+	var begin time.Time
 	why := map[string]string{}
 	allFormed := make(chan struct{})
 	stopPoll := make(chan struct{})
@@ -187,7 +226,12 @@ func runScale(b *testing.B, size int, leg string) {
 			fmu.Lock()
 			if err == nil {
 				done[n.name] = true
+				formedAt = append(formedAt, time.Since(begin).Seconds())
+				formedLast = append(formedLast, fmt.Sprintf("%s at %.1fs (before: %s)", n.name, formedAt[len(formedAt)-1], why[n.name]))
 				startTicks[n.name] = procTicksOr0(n.p.cmd.Process.Pid)
+				if profiling {
+					n.p.cmd.Process.Signal(syscall.SIGUSR1) // the profile ends here
+				}
 				if len(done) == size {
 					close(allFormed)
 				}
@@ -220,7 +264,7 @@ func runScale(b *testing.B, size int, leg string) {
 			}
 		}
 	}
-	begin := time.Now()
+	begin = time.Now()
 	launch(c.nodes[0])
 	ready(c.nodes[0])
 	for _, n := range c.nodes[1:seeds] {
@@ -280,6 +324,15 @@ wait:
 		}
 	}
 	formed := time.Since(begin)
+	// Half of the nodes, and nine in ten, had formed by these times: a
+	// long tail after p90 is gossip's stragglers, a late p50 the CPU of
+	// the starts.
+	fmu.Lock()
+	p50, p90 := formedAt[(len(formedAt)-1)/2], formedAt[(len(formedAt)*9-1)/10]
+	fmu.Unlock()
+	b.ReportMetric(p50, "p50-formed-s")
+	b.ReportMetric(p90, "p90-formed-s")
+	b.ReportMetric(launched.Sub(begin).Seconds(), "launched-s")
 
 	// Roles, as n1 sees them (the floor legs have none: all count as
 	// clients).
@@ -367,8 +420,16 @@ wait:
 	if !floor {
 		b.ReportMetric(float64(len(servers)+1), "servers")
 	}
+	b.Logf("N=%d %s: launched in %v; half formed at %.1fs, nine in ten at %.1fs; the last: %s", size, leg, launched.Sub(begin).Round(time.Millisecond), p50, p90, strings.Join(formedLast[max(0, len(formedLast)-3):], "; "))
 	b.Logf("N=%d %s: formed in %v; idle CPU over %v %.1f%% of a core (leader %.1f%%, servers %s, clients mean %.3f%%); wake-ups/s leader %.0f, server %.0f, client %.1f; CPU until formed: server %.0f ms, client %.0f ms; RSS leader %.0f MiB, server %.0f, client %.0f",
 		size, leg, formed.Round(time.Millisecond), window, total, leader, pcts(servers), mean(clients), leaderWakes, mean(serverWakes), mean(clientWakes), mean(serverStart), mean(clientStart), leaderRSS, mean(serverRSS), mean(clientRSS))
+	if profiling {
+		for _, n := range c.nodes {
+			if err := waitLog(n.p, "CPU profile written", 30*time.Second); err != nil {
+				b.Logf("%s: %v", n.name, err)
+			}
+		}
+	}
 	// Stop every process now, not at the end of the benchmark.
 	var wg sync.WaitGroup
 	for _, n := range c.nodes {

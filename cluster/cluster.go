@@ -47,8 +47,10 @@ type Config struct {
 	// DefaultProbeInterval.
 	GossipInterval, ProbeInterval time.Duration
 	GossipNodes                   int
-	// Compress turns on memberlist's compression of every message
-	// (its default; off here, see Start).
+	// Compress compresses every message this node sends (memberlist's
+	// LZW, on in memberlist's defaults). Off: see Start. A node reads
+	// compressed messages either way, so members that differ in it
+	// understand each other.
 	Compress bool
 }
 
@@ -56,7 +58,10 @@ type Config struct {
 type Meta struct {
 	Cluster string `json:"c,omitempty"` // raft + node-to-node address
 	P9      string `json:"p,omitempty"` // 9P address
-	Tools   int    `json:"t"`           // tools its host can run
+	// Tools is how many tools its host can run, as older builds
+	// advertised it; nodes now leave it out (the capabilities say it, and
+	// a count that changes makes an alive message every node passes on).
+	Tools int `json:"t,omitempty"`
 	// Leaving is set just before a graceful leave, so the others can tell
 	// a departure from a failure (memberlist reports both as a leave).
 	Leaving bool `json:"l,omitempty"`
@@ -178,10 +183,13 @@ func Start(cfg Config) (*Cluster, error) {
 	if cfg.ProbeInterval > 0 {
 		mc.ProbeInterval = cfg.ProbeInterval
 	}
-	// memberlist compresses every message with LZW by default: a probe of
-	// 60 bytes paid for a 16 KiB table, about 5 % of an idle node's CPU
-	// and much of its garbage. Messages are small and gossip stays on the
-	// LAN; a node still reads a peer's compressed messages.
+	// memberlist compresses each message on its own, with a fresh LZW
+	// writer whose 64 KiB table is allocated and cleared every time: a
+	// probe of 60 bytes paid for it. That was ~15 % of a node's CPU while
+	// a hundred nodes formed a cluster and ~5 % of an idle node's, and
+	// much of their garbage, for packets that fit in one datagram whether
+	// compressed or not (gossip fills a packet before compressing it). A
+	// LAN has the bandwidth; Compress turns it back on.
 	mc.EnableCompression = cfg.Compress
 	c := newCluster(mc.Name, cfg.Meta, log.New(out, "", log.LstdFlags))
 	c.reconnectEvery, c.reconnectFor = cfg.ReconnectInterval, cfg.ReconnectTimeout
@@ -478,11 +486,16 @@ func (e *eventDelegate) send(k EventKind, n *memberlist.Node) {
 		t.m.State = "alive"
 	}
 	e.c.mu.Lock()
+	prev, known := e.c.members[m.Name]
 	e.c.members[m.Name] = t
-	// A node that joins, or comes back from the dead, may have missed
-	// deltas: it gets this node's entries directly, not at the next
-	// push/pull.
-	tell := k == NodeJoin && m.Name != e.c.name && len(e.c.caps[e.c.name]) > 0
+	// A node that comes back from the dead (a partition healed) may have
+	// missed deltas for long: it gets this node's entries directly, not at
+	// the next push/pull. A node that joins for the first time does not:
+	// its join's push/pull brought it its seed's whole table, and the
+	// settling push/pulls of its first 30 s (settle) what the seed lacked;
+	// every node telling every joiner was N² TCP sends while N nodes
+	// formed a cluster.
+	tell := k == NodeJoin && known && !prev.gone.IsZero() && m.Name != e.c.name && len(e.c.caps[e.c.name]) > 0
 	e.c.mu.Unlock()
 	if tell {
 		e.c.requestSync(m.Name)

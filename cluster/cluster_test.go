@@ -110,3 +110,30 @@ func Test_Cluster_DeadMemberListed(t *testing.T) {
 		return false
 	})
 }
+
+// Gossip is sent uncompressed by default, but a member that compresses
+// (an older build, or one with Compress) and one that does not understand
+// each other: joins, meta and capabilities travel both ways.
+func Test_Cluster_CompressedAndPlainMembersMix(t *testing.T) {
+	plain := start(t, "plain", nil)
+	packed, err := Start(Config{Name: "packed", BindAddr: "127.0.0.1:0", LogOutput: io.Discard, Compress: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { packed.Shutdown() })
+	if _, err := packed.Join([]string{plain.LocalAddr()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := packed.SetMeta(Meta{Tools: 9}); err != nil {
+		t.Fatal(err)
+	}
+	plain.SetCapabilities(Caps{"grep": -1})
+	packed.SetCapabilities(Caps{"jq": 0})
+	waitFor(t, "each to see the other's meta and tools", func() bool {
+		var meta bool
+		for _, m := range plain.Members() {
+			meta = meta || m.Name == "packed" && m.State == "alive" && m.Meta.Tools == 9
+		}
+		return meta && len(plain.Capable("jq")) == 1 && len(packed.Capable("grep")) == 1 && len(packed.Members()) == 2
+	})
+}

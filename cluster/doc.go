@@ -1,7 +1,9 @@
 // Package cluster owns gossip membership: it runs hashicorp/memberlist,
 // joins and leaves, turns membership changes into events for the node, and
 // carries each node's small advertised facts (its cluster and 9P
-// addresses, how many tools its host can run) in memberlist node meta.
+// addresses, whether it is a Raft server) in memberlist node meta. Each
+// change of meta is an alive message every node passes on, so meta holds
+// only what rarely changes.
 //
 // It also spreads capabilities: which tools each node's host can run, and
 // which variant matched there (caps.go). Node meta is capped at 512 bytes,
@@ -14,14 +16,20 @@
 // DefaultGossipInterval, 1 s, on the probe's tick, to DefaultGossipNodes,
 // six nodes, so a change reaches a LAN cluster of a hundred nodes in
 // about 1.5 s, BenchmarkBroadcastSpread); a change too large
-// for a few messages, and a node's entries for a node that joins or comes
-// back, go directly over memberlist's reliable stream instead. The whole
-// table goes with every push/pull, so a joining node learns it all from
-// its first peer, and whatever gossip lost is mended. A node that hears
+// for a few messages, and a node's entries for a node that comes back
+// from the dead, go directly over memberlist's reliable stream instead.
+// The whole table goes with every push/pull, so a joining node learns it
+// all from its first peer (and what that peer lacked from the settling
+// push/pulls of its first 30 s), and whatever gossip lost is mended. A node that hears
 // stale news about itself (from its own earlier run) answers it with a
 // newer entry. Capable lists only members alive in this package's member
 // table, so a node memberlist calls dead, or one leaving, is never chosen.
 // The wire format is in wire.go.
+//
+// Messages go uncompressed (Config.Compress turns memberlist's LZW back
+// on): memberlist compresses each message with a fresh 64 KiB table, and
+// gossip fills a datagram before compressing it, so on a LAN compression
+// cost CPU and bought nothing. Compressed messages are read either way.
 //
 // It heals partitions (reconnect.go): memberlist forgets a dead node
 // after GossipToTheDeadTime and never contacts it again, so this package

@@ -244,9 +244,14 @@ func (n *Node) Members() string {
 		if role == "" {
 			role = "client"
 		}
+		// What the node can run, from the capabilities it gossips; a node
+		// of an older build whose capabilities have not arrived yet
+		// advertises the count in its meta.
 		tools := m.Meta.Tools
 		if m.Name == n.cfg.Name {
 			tools = n.catalog.count()
+		} else if caps, ok := n.gossip.Capabilities(m.Name); ok {
+			tools = len(caps)
 		}
 		fmt.Fprintf(&b, "%s %s %s %s %d\n", m.Name, m.Addr, m.State, role, tools)
 	}

@@ -49,7 +49,11 @@
 // client that is never added spends nothing on Raft. The leader keeps
 // -voters voters and -servers servers in all, taking nodes that ask
 // (-server) first (leader.go). With Config.ClientProcs a client runs on
-// that many processors and a server on the runtime's default (procs.go).
+// that many processors, from the start when it joins with no Raft state,
+// and a server on the runtime's default (procs.go). It remembers the
+// gossip addresses of its members in DATA/peers.json, to rejoin them
+// after a restart: at the first join at once, then at most every few
+// seconds and at stop (peers.go).
 // It checks 9P attaches against the tokens in its FSM,
 // serves token/, ends a revoked token's connections and makes its own
 // admin token at first start (tokens.go). With Config.AuditFile, every

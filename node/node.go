@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -143,6 +142,12 @@ func New(cfg Config) (n *Node, err error) {
 		}
 	}()
 
+	// A node that joins with no Raft state is a client until the leader
+	// adds it (lazyraft.go): it starts on a client's processors.
+	if n.cfg.RaftTransport == nil && n.joins() && !raftStateOnDisk(n.raftDir()) {
+		n.raftLazy.Store(true)
+		n.startAsClient()
+	}
 	for _, d := range []string{cfg.DataDir, n.scratchDir()} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("data directory: %w", err)
@@ -313,10 +318,9 @@ func (n *Node) raftConfig(hl hclog.Logger) *raft.Config {
 // (lazyraft.go).
 func (n *Node) startRaft() error {
 	n.raftLog = n.raftLogger()
-	// Decided before the port opens: the leader's first request may come
-	// at once.
-	lazy := n.cfg.RaftTransport == nil && n.joins() && !raftStateOnDisk(n.raftDir())
-	n.raftLazy.Store(lazy)
+	// Decided before the port opens (New, startsAsClient): the leader's
+	// first request may come at once.
+	lazy := n.raftLazy.Load()
 	if n.cfg.RaftTransport != nil {
 		n.transport = n.cfg.RaftTransport
 	} else if err := n.startClusterPort(n.raftLog); err != nil {
@@ -464,9 +468,13 @@ func (n *Node) advertiseAddr(bound net.Addr) (net.Addr, error) {
 	return &net.TCPAddr{IP: ip, Port: tcp.Port}, nil
 }
 
-// meta is what this node advertises by gossip.
+// meta is what this node advertises by gossip. How many tools it can run
+// is not in it (cluster/members counts the capabilities gossiped beside
+// it): each change of node meta is an alive message that every node
+// passes on several times, and the count changed on every node as it
+// joined (its catalog arrives after its join) and at every publish.
 func (n *Node) meta() cluster.Meta {
-	return cluster.Meta{Cluster: string(n.transport.LocalAddr()), P9: n.P9Addr(), Tools: n.catalog.count(),
+	return cluster.Meta{Cluster: string(n.transport.LocalAddr()), P9: n.P9Addr(),
 		Server: n.rep.isServer.Load(), Want: n.cfg.Server}
 }
 
@@ -539,18 +547,24 @@ const (
 )
 
 // watchMembers turns membership changes into node+/node- events, tells
-// the leader to reconcile, and remembers the peers for a restart.
+// the leader to reconcile, and remembers the peers for a restart
+// (peers.go): at the first join at once, then at most every
+// peersSaveEvery, and once more as the node stops.
 func (n *Node) watchMembers() {
 	defer n.wg.Done()
+	var ps peerSaves
 	for {
 		select {
 		case <-n.ctx.Done():
+			ps.flush(n.savePeers)
 			return
+		case <-ps.due():
+			ps.flush(n.savePeers)
 		case ev := <-n.gossip.Events():
 			switch ev.Kind {
 			case cluster.NodeJoin:
 				n.events.add("node+", ev.Member.Name)
-				n.savePeers()
+				ps.changed(time.Now(), n.savePeers)
 			case cluster.NodeLeave:
 				n.events.add("node-", ev.Member.Name)
 				// A client following that server leaves it now, not
@@ -574,7 +588,7 @@ func kick(ch chan struct{}) {
 }
 
 // advertise keeps what this node gossips current (what it can run, its
-// tool count) as tools are published and variants re-resolved, and starts
+// role) as tools are published and variants re-resolved, and starts
 // fetching newly published executables this node does not have.
 func (n *Node) advertise() {
 	defer n.wg.Done()
@@ -594,36 +608,6 @@ func (n *Node) advertise() {
 			}
 		}
 	}
-}
-
-func (n *Node) savePeers() {
-	var addrs []string
-	for _, m := range n.gossip.Members() {
-		if m.Name != n.cfg.Name && m.State == "alive" {
-			addrs = append(addrs, m.Addr)
-		}
-	}
-	if len(addrs) == 0 {
-		return
-	}
-	b, _ := json.Marshal(addrs)
-	tmp := n.peersFile() + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err == nil {
-		os.Rename(tmp, n.peersFile())
-	}
-}
-
-func (n *Node) loadPeers() []string {
-	b, err := os.ReadFile(n.peersFile())
-	if err != nil {
-		return nil
-	}
-	var addrs []string
-	if json.Unmarshal(b, &addrs) != nil {
-		n.logger.Printf("ignoring unreadable %s", n.peersFile())
-		return nil
-	}
-	return addrs
 }
 
 // waitLeader, on a node that is the only voter it knows of (a lone node,

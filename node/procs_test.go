@@ -47,6 +47,22 @@ func TestProcsFollowTheRole(t *testing.T) {
 	}
 }
 
+// A node that starts as a client takes ClientProcs before its start, once;
+// made a server, it goes back to the default.
+func TestProcsClientFromTheStart(t *testing.T) {
+	n, got := procsNode(t)
+	n.startAsClient()
+	n.startProcs() // still a client: no second change
+	if g, want := got(), []int{1}; !slices.Equal(g, want) {
+		t.Fatalf("changes = %v, want %v", g, want)
+	}
+	n.rep.isServer.Store(true) // the leader added it
+	n.applyProcs()
+	if g, want := got(), []int{1, 0}; !slices.Equal(g, want) {
+		t.Fatalf("changes = %v, want %v", g, want)
+	}
+}
+
 // A client runs calls on the default and goes back to ClientProcs
 // the linger (callProcsLinger) after the last one; a call within it keeps
 // the default.

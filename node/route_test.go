@@ -229,3 +229,24 @@ func Test_Route_RunnerDiesMidCall(t *testing.T) {
 		t.Fatalf("the next call = %q, want it on %s", out, other.Name())
 	}
 }
+
+// cluster/members counts what each node can run from the capabilities it
+// gossips; node meta does not carry the count, so publishing a tool makes
+// no alive message on any node (every node passes each on several times).
+func Test_Members_ToolsFromCapabilities(t *testing.T) {
+	root := t.TempDir()
+	n1 := startHost(t, "n1", root, nil)
+	startHost(t, "n2", root, []string{"frob"}, n1.gossip.LocalAddr())
+	writeTool(t, n1.cfg.ToolsDir, "where", `{"description":"who runs me","cmd":"echo $TOOLNODE_NODE"}`, "")
+	writeTool(t, n1.cfg.ToolsDir, "frobbing", `{"description":"generic","variants":[{"match":{"binary":"frob"},"description":"with frob","cmd":"echo frobbed"}]}`, "")
+	f1 := mount(t, n1.P9Addr())
+	waitFor(t, "n1 to list n1 with 1 tool and n2 with 2", 10*time.Second, func() bool {
+		m := readFile(t, f1, "cluster/members")
+		return strings.Contains(m, " alive leader 1\n") && strings.Contains(m, " voter 2\n")
+	})
+	for _, m := range n1.gossip.Members() {
+		if m.Meta.Tools != 0 {
+			t.Errorf("%s advertises %d tools in its meta; the capabilities say it", m.Name, m.Meta.Tools)
+		}
+	}
+}

@@ -1,0 +1,23 @@
+module github.com/hashicorp/memberlist
+
+go 1.25.0
+
+require (
+	github.com/google/btree v1.1.3
+	github.com/hashicorp/go-metrics v0.7.0
+	github.com/hashicorp/go-msgpack/v2 v2.1.5
+	github.com/hashicorp/go-multierror v1.1.1
+	github.com/hashicorp/go-sockaddr v1.0.7
+	github.com/miekg/dns v1.1.73
+	github.com/sean-/seed v0.0.0-20170313163322-e2103e2c3529
+	github.com/stretchr/testify v1.12.1
+)
+
+require (
+	github.com/hashicorp/errwrap v1.1.0 // indirect
+	github.com/hashicorp/go-immutable-radix v1.3.1 // indirect
+	github.com/hashicorp/golang-lru v1.0.2 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/net v0.57.0 // indirect
+	golang.org/x/sys v0.47.0 // indirect
+)
