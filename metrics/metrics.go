@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"sync"
@@ -294,10 +295,11 @@ func result(err error) string {
 }
 
 // Handler serves /metrics, /healthz (the process serves) and /readyz (it
-// has a leader and has caught up; 503 with the reason otherwise). When
-// authorize is set, /metrics is served only to requests it accepts (401
-// with its error otherwise); the probes stay open, as they say no more
-// than ready or not.
+// has a leader and has caught up; 503 with the reason otherwise; with
+// ?verbose, the gossip members by state too). When authorize is set,
+// /metrics and /readyz?verbose are served only to requests it accepts
+// (401 with its error otherwise); the probes stay open, as they say no
+// more than ready or not.
 func (s *Set) Handler(authorize func(*http.Request) error) http.Handler {
 	mux := http.NewServeMux()
 	metricsH := promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg})
@@ -316,13 +318,32 @@ func (s *Set) Handler(authorize func(*http.Request) error) http.Handler {
 		w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if err := s.st.Ready(); err != nil {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			w.Write([]byte("not ready: " + err.Error() + "\n"))
-			return
+		// ?verbose adds the gossip members by state, as Kubernetes'
+		// probes add their checks: what a watcher of a forming cluster
+		// needs, at a fraction of a /metrics scrape's CPU. It says more
+		// than ready or not, so it needs what /metrics needs.
+		_, verbose := r.URL.Query()["verbose"]
+		if verbose && authorize != nil {
+			if err := authorize(r); err != nil {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="toolnode"`)
+				http.Error(w, err.Error(), http.StatusUnauthorized)
+				return
+			}
 		}
-		w.Write([]byte("ready\n"))
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		body := "ready\n"
+		err := s.st.Ready()
+		if err != nil {
+			body = "not ready: " + err.Error() + "\n"
+		}
+		if verbose {
+			m := s.st.MemberStates()
+			body += fmt.Sprintf("members alive=%d suspect=%d dead=%d left=%d\n", m["alive"], m["suspect"], m["dead"], m["left"])
+		}
+		if err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		w.Write([]byte(body))
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/" {

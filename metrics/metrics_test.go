@@ -55,6 +55,17 @@ func TestHandler_Authorize(t *testing.T) {
 	if code, body := get(t, h, "/readyz", ""); code != 503 || !strings.Contains(body, "no leader") {
 		t.Errorf("/readyz of a node without a leader: %d %q", code, body)
 	}
+	// ?verbose says more than ready or not: it needs a token where
+	// /metrics does, and is open where /metrics is (the control).
+	if code, body := get(t, h, "/readyz?verbose", ""); code != 401 || strings.Contains(body, "members") {
+		t.Errorf("/readyz?verbose without a token: %d %q", code, body)
+	}
+	if code, body := get(t, h, "/readyz?verbose", "good"); code != 503 || !strings.Contains(body, "no leader") || !strings.Contains(body, "members alive=3 ") {
+		t.Errorf("/readyz?verbose with a token: %d %q", code, body)
+	}
+	if code, body := get(t, s.Handler(nil), "/readyz?verbose", ""); code != 503 || !strings.Contains(body, "members alive=3 ") {
+		t.Errorf("control: open /readyz?verbose: %d %q", code, body)
+	}
 	if code, body := get(t, s.Handler(nil), "/metrics", ""); code != 200 || !strings.Contains(body, `toolnode_members{self="n1",state="alive"} 3`) {
 		t.Errorf("control: open /metrics: %d\n%s", code, body)
 	}
