@@ -537,9 +537,9 @@ func BenchmarkCapsPropagation(b *testing.B) {
 		d    time.Duration
 	}
 	legs := []*leg{
-		{name: "two-tools", caps: func(i int) Caps { return Caps{"grep": -1, "ffmpeg": i % 3} }},
-		{name: "gossip-100", caps: func(i int) Caps { return manyTools(100, func(k int) int { return (k+i)%3 - 1 }) }},
-		{name: "direct-1000", caps: func(i int) Caps { return manyTools(1000, func(k int) int { return (k + i) % 2 }) }},
+		{name: "tools-2", caps: func(i int) Caps { return Caps{"grep": -1, "ffmpeg": i % 3} }},
+		{name: "tools-100", caps: func(i int) Caps { return manyTools(100, func(k int) int { return (k+i)%3 - 1 }) }},
+		{name: "tools-1000", caps: func(i int) Caps { return manyTools(1000, func(k int) int { return (k + i) % 2 }) }},
 	}
 	var meta time.Duration
 	b.ResetTimer()
