@@ -331,28 +331,43 @@ func aliveMembers(c *Cluster) int {
 // change by a round or two.
 func propagate(t testing.TB, what string, caps Caps, from *Cluster, to []*Cluster) time.Duration {
 	t.Helper()
+	d := reach(t, what, caps, from, to)
+	t.Logf("%s: reached %d nodes in %v", what, len(to), d.Round(time.Millisecond))
+	return d
+}
+
+// reach is propagate without its log line.
+func reach(t testing.TB, what string, caps Caps, from *Cluster, to []*Cluster) time.Duration {
+	t.Helper()
 	t0 := time.Now()
 	from.SetCapabilities(caps)
-	deadline := t0.Add(10 * time.Second)
 	poll := 2 * time.Millisecond
 	if len(caps) > 1000 {
 		poll = 20 * time.Millisecond // copying 10,000 entries is not free
 	}
-	for _, c := range to {
-		for {
-			got, _ := c.Capabilities(from.LocalName())
-			if maps.Equal(got, caps) {
-				break
+	var lag string
+	return pollUntil(t, t0, poll, func() bool {
+		for _, c := range to {
+			if got, _ := c.Capabilities(from.LocalName()); !maps.Equal(got, caps) {
+				lag = fmt.Sprintf("%s: %s still sees %d tools of %s, want %d", what, c.LocalName(), len(got), from.LocalName(), len(caps))
+				return false
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %s still sees %d tools of %s, want %d", what, c.LocalName(), len(got), from.LocalName(), len(caps))
-			}
-			time.Sleep(poll)
 		}
+		return true
+	}, func() string { return lag })
+}
+
+// pollUntil checks cond every poll until it holds, for at most 10 s from
+// t0 (then it fails with why()), and returns the time since t0.
+func pollUntil(t testing.TB, t0 time.Time, poll time.Duration, cond func() bool, why func() string) time.Duration {
+	t.Helper()
+	for !cond() {
+		if time.Since(t0) > 10*time.Second {
+			t.Fatal(why())
+		}
+		time.Sleep(poll)
 	}
-	d := time.Since(t0)
-	t.Logf("%s: reached %d nodes in %v", what, len(to), d.Round(time.Millisecond))
-	return d
+	return time.Since(t0)
 }
 
 func manyTools(n int, variant func(int) int) Caps {
@@ -550,7 +565,7 @@ func BenchmarkCapsPropagation(b *testing.B) {
 		if err := src.SetMeta(want); err != nil {
 			b.Fatal(err)
 		}
-		pollMs(b, "the metadata change everywhere", t0, func() bool {
+		meta += pollUntil(b, t0, 2*time.Millisecond, func() bool {
 			for _, c := range others {
 				seen := false
 				for _, m := range c.Members() {
@@ -563,10 +578,9 @@ func BenchmarkCapsPropagation(b *testing.B) {
 				}
 			}
 			return true
-		})
-		meta += time.Since(t0)
+		}, func() string { return "the metadata change not everywhere within 10s" })
 		for _, l := range legs {
-			l.d += spread(b, l.caps(i), src, others)
+			l.d += reach(b, l.name, l.caps(i), src, others)
 		}
 	}
 	b.StopTimer()
@@ -575,31 +589,5 @@ func BenchmarkCapsPropagation(b *testing.B) {
 	for _, l := range legs {
 		b.ReportMetric(float64(l.d.Microseconds())/n/1000, l.name+"-ms")
 		b.ReportMetric(float64(l.d)/float64(meta), l.name+"/meta")
-	}
-}
-
-// spread is propagate without its log line, polling every millisecond.
-func spread(b *testing.B, caps Caps, from *Cluster, to []*Cluster) time.Duration {
-	t0 := time.Now()
-	from.SetCapabilities(caps)
-	pollMs(b, fmt.Sprintf("%d tools of %s everywhere", len(caps), from.LocalName()), t0, func() bool {
-		for _, c := range to {
-			if got, _ := c.Capabilities(from.LocalName()); !maps.Equal(got, caps) {
-				return false
-			}
-		}
-		return true
-	})
-	return time.Since(t0)
-}
-
-// pollMs waits until cond, polling every millisecond, for at most 10 s
-// from t0.
-func pollMs(b *testing.B, what string, t0 time.Time, cond func() bool) {
-	for !cond() {
-		if time.Since(t0) > 10*time.Second {
-			b.Fatalf("not within 10s: %s", what)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }

@@ -105,7 +105,7 @@ func startSpread(b *testing.B, n int, leg string, cfg Config) []*Cluster {
 	for {
 		ok := true
 		for _, c := range cs {
-			if aliveOf(c) != n {
+			if aliveMembers(c) != n {
 				ok = false
 				break
 			}
@@ -118,16 +118,6 @@ func startSpread(b *testing.B, n int, leg string, cfg Config) []*Cluster {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-func aliveOf(c *Cluster) int {
-	k := 0
-	for _, m := range c.Members() {
-		if m.State == "alive" {
-			k++
-		}
-	}
-	return k
 }
 
 // spreadOnce adds tool on a random member and times until every other
