@@ -303,15 +303,22 @@ func result(err error) string {
 func (s *Set) Handler(authorize func(*http.Request) error) http.Handler {
 	mux := http.NewServeMux()
 	metricsH := promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg})
-	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
-		if authorize != nil {
-			if err := authorize(r); err != nil {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="toolnode"`)
-				http.Error(w, err.Error(), http.StatusUnauthorized)
-				return
-			}
+	// refused answers 401 to a request authorize does not accept.
+	refused := func(w http.ResponseWriter, r *http.Request) bool {
+		if authorize == nil {
+			return false
 		}
-		metricsH.ServeHTTP(w, r)
+		err := authorize(r)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="toolnode"`)
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+		}
+		return err != nil
+	}
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+		if !refused(w, r) {
+			metricsH.ServeHTTP(w, r)
+		}
 	})
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -323,12 +330,8 @@ func (s *Set) Handler(authorize func(*http.Request) error) http.Handler {
 		// needs, at a fraction of a /metrics scrape's CPU. It says more
 		// than ready or not, so it needs what /metrics needs.
 		_, verbose := r.URL.Query()["verbose"]
-		if verbose && authorize != nil {
-			if err := authorize(r); err != nil {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="toolnode"`)
-				http.Error(w, err.Error(), http.StatusUnauthorized)
-				return
-			}
+		if verbose && refused(w, r) {
+			return
 		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		body := "ready\n"
