@@ -361,6 +361,17 @@ func newTCluster(tb testing.TB) *tcluster {
 	return &tcluster{tb: tb, bin: toolnodeBin(tb), root: tb.TempDir()}
 }
 
+// newTClusterOf is a cluster of binary bin ("": this tree's) whose nodes
+// all take the flags extra.
+func newTClusterOf(tb testing.TB, bin string, extra []string) *tcluster {
+	c := newTCluster(tb)
+	if bin != "" {
+		c.bin = bin
+	}
+	c.extra = extra
+	return c
+}
+
 // add makes a node's directories and ports; node "n1" of a cluster (the
 // first added) carries the benchmark's tool.
 func (c *tcluster) add(name string, join []string) *tnode {

@@ -46,11 +46,7 @@ func BenchmarkFollowerWrites(b *testing.B) {
 	}
 	for _, s := range settings {
 		b.Run("toolnode,"+s.name, func(b *testing.B) {
-			c := newTCluster(b)
-			if s.bin != "" {
-				c.bin = s.bin
-			}
-			c.extra = s.flags
+			c := newTClusterOf(b, s.bin, s.flags)
 			order, admin := benchSession(b, startClusterOf(b, c, 3))
 			sessions := 0
 			for _, k := range clients {
@@ -268,11 +264,7 @@ func BenchmarkFollowerWritesInterleaved(b *testing.B) {
 	}
 	var clusters []*clusterCPU
 	toolnode := func(prefix, bin string, flags ...string) {
-		c := newTCluster(b)
-		if bin != "" {
-			c.bin = bin
-		}
-		c.extra = flags
+		c := newTClusterOf(b, bin, flags)
 		order, admin := benchSession(b, startClusterOf(b, c, 3))
 		procs := []*proc{order[0].p, order[1].p, order[2].p} // leader first
 		for i, where := range []string{"leader", "follower"} {
@@ -507,11 +499,7 @@ func BenchmarkWriteVisible(b *testing.B) {
 	}
 	var clusters []*cluster
 	toolnode := func(prefix, bin string, flags ...string) {
-		c := newTCluster(b)
-		if bin != "" {
-			c.bin = bin
-		}
-		c.extra = append([]string{"-voters", "3"}, flags...) // the fourth node is a client
+		c := newTClusterOf(b, bin, append([]string{"-voters", "3"}, flags...)) // the fourth node is a client
 		order, _ := benchSession(b, startClusterOf(b, c, 3))
 		w, err := newVisibleWriter(c, order)
 		if err != nil {
