@@ -330,19 +330,25 @@ func (c *Cluster) Join(addrs []string) (int, error) {
 // one seed; members that joined in the same second reach the node only
 // by gossip, which a storm of joins (a hundred hosts booted at once)
 // drops, and memberlist's own push/pull repairs that only every 30-90 s.
+// The first exchange comes settleFirst after the join, with a random
+// half of it either side: a node that joins last in a storm lacks only
+// what its seed lacked, and learns it a second later, not three.
 const (
+	settleFirst = time.Second
 	settleEvery = 3 * time.Second
 	settleFor   = 30 * time.Second
 )
 
 func (c *Cluster) settle() {
 	end := time.Now().Add(settleFor)
+	wait := settleFirst/2 + time.Duration(rand.Int63n(int64(settleFirst)))
 	for time.Now().Before(end) {
 		select {
 		case <-c.stop:
 			return
-		case <-time.After(settleEvery):
+		case <-time.After(wait):
 		}
+		wait = settleEvery
 		// This package's copy of the members: the nodes memberlist hands
 		// out are written by its goroutines meanwhile.
 		var peers []string
