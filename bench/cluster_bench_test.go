@@ -96,6 +96,20 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
+// Len is how many bytes have been written.
+func (b *syncBuffer) Len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Len()
+}
+
+// Since is what was written after the first from bytes.
+func (b *syncBuffer) Since(from int) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf.Bytes()[min(from, b.buf.Len()):])
+}
+
 // proc is one running process (a toolnode node or an etcd member).
 type proc struct {
 	cmd  *exec.Cmd

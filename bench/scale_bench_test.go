@@ -365,13 +365,30 @@ wait:
 	}
 	before := map[string]uint64{}
 	wakesBefore := map[string]uint64{}
+	logBefore := map[string]int{}
 	for _, n := range c.nodes {
 		before[n.name] = procTicks(b, n.p.cmd.Process.Pid)
 		wakesBefore[n.name] = procSwitches(n.p.cmd.Process.Pid)
+		logBefore[n.name] = n.p.log.Len()
 	}
 	began := time.Now()
 	time.Sleep(window)
 	elapsed := max(time.Since(began).Seconds(), 1e-3)
+	// Suspicions in the window: a probe that went unanswered (a node
+	// starved of CPU on a loaded machine answers late) makes its prober
+	// suspect it, and the refutation is gossiped to every node: what an
+	// idle window with a few of them costs is not what a quiet one does.
+	suspicions, firstSuspicion := 0, ""
+	for _, n := range c.nodes {
+		for _, line := range strings.Split(n.p.log.Since(logBefore[n.name]), "\n") {
+			if strings.Contains(line, "memberlist: Suspect ") {
+				suspicions++
+				if firstSuspicion == "" {
+					firstSuspicion = n.name + ": " + line
+				}
+			}
+		}
+	}
 	var total, leader float64
 	var servers, clients []float64
 	var leaderRSS float64
@@ -417,6 +434,10 @@ wait:
 	b.ReportMetric(mean(clientWakes), "client-wakes/s")
 	b.ReportMetric(mean(serverStart), "server-start-cpu-ms")
 	b.ReportMetric(mean(clientStart), "client-start-cpu-ms")
+	b.ReportMetric(float64(suspicions), "idle-suspicions")
+	if suspicions > 0 {
+		b.Logf("N=%d %s: %d suspicions in the idle window; the first: %s", size, leg, suspicions, firstSuspicion)
+	}
 	if !floor {
 		b.ReportMetric(float64(len(servers)+1), "servers")
 	}

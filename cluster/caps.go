@@ -263,6 +263,7 @@ func (c *Cluster) announce(delta []wireEntry) {
 		c.bq.QueueBroadcast(broadcast(m))
 	}
 	c.bq.Prune(maxQueued)
+	c.queued()
 }
 
 // notifyMsg takes a message from another node: a gossiped delta, which it
@@ -278,6 +279,7 @@ func (c *Cluster) notifyMsg(buf []byte) {
 	if kind == msgDelta && news > 0 && len(buf) <= maxBroadcast {
 		c.bq.QueueBroadcast(broadcast(bytes.Clone(buf)))
 		c.bq.Prune(maxQueued)
+		c.queued()
 	}
 	c.announce(refute)
 }

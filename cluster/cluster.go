@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -47,6 +48,10 @@ type Config struct {
 	// DefaultProbeInterval.
 	GossipInterval, ProbeInterval time.Duration
 	GossipNodes                   int
+	// ClientProbeInterval is how often a node that is not a Raft server
+	// (Meta.Server unset) probes a member; 0 means
+	// DefaultClientProbeInterval, and a negative value ProbeInterval.
+	ClientProbeInterval time.Duration
 	// Compress compresses every message this node sends (memberlist's
 	// LZW, on in memberlist's defaults). Off: see Start. A node reads
 	// compressed messages either way, so members that differ in it
@@ -127,10 +132,14 @@ type Cluster struct {
 	syncAll     bool            // send this node's entries to every live member
 	syncTo      map[string]bool // ... or to these
 
-	bq   *memberlist.TransmitLimitedQueue // capability deltas to gossip
-	kick chan struct{}                    // wakes syncLoop
-	stop chan struct{}                    // closed by Shutdown
-	once sync.Once
+	bq *memberlist.TransmitLimitedQueue // capability deltas to gossip
+	// gossiper is ml for queued, which memberlist's goroutines call
+	// before Start has set ml.
+	gossiper    atomic.Pointer[memberlist.Memberlist]
+	clientProbe time.Duration // how often a client probes (Config.ClientProbeInterval)
+	kick        chan struct{} // wakes syncLoop
+	stop        chan struct{} // closed by Shutdown
+	once        sync.Once
 
 	reconnectEvery, reconnectFor time.Duration   // reconnect.go
 	trying                       map[string]bool // members a reconnect is under way to; under mu
@@ -144,19 +153,31 @@ type tracked struct {
 }
 
 // memberlist's timers. Each tick wakes an idle node, and on a virtual
-// machine a wake-up costs more than the work of an idle node. memberlist
-// starts its probe and gossip tickers in the same instant, so gossip every
-// second rides on the probe's wake-up, where at 500 ms every other gossip
-// round was a wake-up of its own (memberlist's LAN default is 200 ms, its
-// WAN default 500 ms). A round with nothing to send sends nothing. A round
-// tells six nodes instead of memberlist's three, so a broadcast takes
-// 1.1-1.2 times as long as at 500 ms: a hundred nodes in about 1.5 s
-// (BenchmarkBroadcastSpread). Probes stay at memberlist's LAN second, so a
-// failed node is found as fast as before.
+// machine a wake-up costs more than the work of an idle node. Gossip and
+// probes tick on one grid, so a gossip round every second rides on a
+// probe's wake-up (memberlist's LAN default is 200 ms, its WAN default
+// 500 ms). A round tells six nodes instead of memberlist's three, so a
+// broadcast takes 1.0-1.3 times as long as at 500 ms: a hundred nodes in
+// about 1.3 s (BenchmarkBroadcastSpread). Servers probe at memberlist's
+// LAN second.
+//
+// memberlist as this package runs it (third_party/memberlist, TOOLNODE.md)
+// gossips only while it has something to send: an idle node's gossip
+// timer does not fire at all (upstream's fires and finds nothing to
+// send), and a queued broadcast wakes it for the next tick. A node that is not a Raft server, a client, probes a member
+// every DefaultClientProbeInterval, on every third gossip tick: in a
+// cluster of a few servers and many clients that cuts most of the probes,
+// which are most of what an idle node does. A probe's timeouts and the
+// suspicion timeouts still scale with ProbeInterval (1 s), and the
+// suspicion timeout (8 s and more at a hundred members) is most of the
+// time to call a crashed member dead; so at twenty members, five of them
+// servers, a crashed client is dead everywhere in 8.3 s against 8.0 s
+// with every member probing each second (BenchmarkFailureDetection).
 const (
-	DefaultGossipInterval = time.Second
-	DefaultGossipNodes    = 6
-	DefaultProbeInterval  = time.Second
+	DefaultGossipInterval      = time.Second
+	DefaultGossipNodes         = 6
+	DefaultProbeInterval       = time.Second
+	DefaultClientProbeInterval = 3 * time.Second
 )
 
 // ForgetAfter is how long a dead or departed member is still listed.
@@ -192,6 +213,12 @@ func Start(cfg Config) (*Cluster, error) {
 	// LAN has the bandwidth; Compress turns it back on.
 	mc.EnableCompression = cfg.Compress
 	c := newCluster(mc.Name, cfg.Meta, log.New(out, "", log.LstdFlags))
+	switch c.clientProbe = cfg.ClientProbeInterval; {
+	case c.clientProbe == 0:
+		c.clientProbe = DefaultClientProbeInterval
+	case c.clientProbe < 0:
+		c.clientProbe = mc.ProbeInterval
+	}
 	c.reconnectEvery, c.reconnectFor = cfg.ReconnectInterval, cfg.ReconnectTimeout
 	if c.reconnectEvery <= 0 {
 		c.reconnectEvery = DefaultReconnectInterval
@@ -233,6 +260,10 @@ func Start(cfg Config) (*Cluster, error) {
 		return nil, fmt.Errorf("start gossip on %s: %w", cfg.BindAddr, err)
 	}
 	c.ml = ml
+	c.gossiper.Store(ml)
+	// A broadcast queued before ml was stored here woke no gossip.
+	ml.BroadcastQueued()
+	c.probeForRole(cfg.Meta)
 	c.addr = ml.LocalNode().Address()
 	go c.syncLoop()
 	if c.reconnectFor > 0 {
@@ -299,19 +330,25 @@ func (c *Cluster) Join(addrs []string) (int, error) {
 // one seed; members that joined in the same second reach the node only
 // by gossip, which a storm of joins (a hundred hosts booted at once)
 // drops, and memberlist's own push/pull repairs that only every 30-90 s.
+// The first exchange comes settleFirst after the join, with a random
+// half of it either side: a node that joins last in a storm lacks only
+// what its seed lacked, and learns it a second later, not three.
 const (
+	settleFirst = time.Second
 	settleEvery = 3 * time.Second
 	settleFor   = 30 * time.Second
 )
 
 func (c *Cluster) settle() {
 	end := time.Now().Add(settleFor)
+	wait := settleFirst/2 + time.Duration(rand.Int63n(int64(settleFirst)))
 	for time.Now().Before(end) {
 		select {
 		case <-c.stop:
 			return
-		case <-time.After(settleEvery):
+		case <-time.After(wait):
 		}
+		wait = settleEvery
 		// This package's copy of the members: the nodes memberlist hands
 		// out are written by its goroutines meanwhile.
 		var peers []string
@@ -374,9 +411,28 @@ func (c *Cluster) SetMeta(m Meta) error {
 	if !changed {
 		return nil
 	}
+	c.probeForRole(m)
 	c.updating.Lock()
 	defer c.updating.Unlock()
 	return c.ml.UpdateNode(5 * time.Second)
+}
+
+// probeForRole sets how often this node probes: a Raft server every
+// ProbeInterval, a client every clientProbe.
+func (c *Cluster) probeForRole(m Meta) {
+	if m.Server {
+		c.ml.SetProbeTick(0)
+	} else {
+		c.ml.SetProbeTick(c.clientProbe)
+	}
+}
+
+// queued wakes memberlist's gossip for a broadcast just queued in bq:
+// gossip sleeps while it has nothing to send.
+func (c *Cluster) queued() {
+	if ml := c.gossiper.Load(); ml != nil {
+		ml.BroadcastQueued()
+	}
 }
 
 // Leave tells the others this node is going, then stops gossip.

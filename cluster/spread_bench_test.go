@@ -40,14 +40,14 @@ func BenchmarkBroadcastSpread(b *testing.B) {
 		name string
 		cfg  Config
 	}{
-		{"before", Config{GossipInterval: 500 * time.Millisecond, GossipNodes: 3, Compress: true}},
+		{"before", Config{GossipInterval: 500 * time.Millisecond, GossipNodes: 3, Compress: true, ClientProbeInterval: -1}},
 		{"now", Config{}},
 	}
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
 			clusters := make([][]*Cluster, len(legs))
 			for i, leg := range legs {
-				clusters[i] = startSpread(b, n, leg.name, leg.cfg)
+				clusters[i] = startSpread(b, n, 0, leg.name, leg.cfg)
 			}
 			times := make([][]time.Duration, len(legs))
 			halves := make([][]time.Duration, len(legs))
@@ -70,17 +70,18 @@ func BenchmarkBroadcastSpread(b *testing.B) {
 	}
 }
 
-// startSpread starts n members with cfg's gossip settings, each at a
-// random moment of a second (memberlist's tickers keep the phase of their
-// start, and hosts do not start in step) and joined to the first, and
-// waits until each lists all of them alive.
-func startSpread(b *testing.B, n int, leg string, cfg Config) []*Cluster {
+// startSpread starts n members with cfg's gossip settings, the first
+// servers of them Raft servers (Meta.Server) and the rest clients, each at
+// a random moment of a second (memberlist's tickers keep the phase of
+// their start, and hosts do not start in step) and joined to the first,
+// and waits until each lists all of them alive.
+func startSpread(b *testing.B, n, servers int, leg string, cfg Config) []*Cluster {
 	b.Helper()
 	cs := make([]*Cluster, n)
 	errs := make(chan error, n)
 	for i := range cs {
 		c := cfg
-		c.Name, c.BindAddr, c.LogOutput, c.Meta = fmt.Sprintf("%s-%d", leg, i), "127.0.0.1:0", io.Discard, Meta{Tools: 1}
+		c.Name, c.BindAddr, c.LogOutput, c.Meta = fmt.Sprintf("%s-%d", leg, i), "127.0.0.1:0", io.Discard, Meta{Tools: 1, Server: i < servers}
 		var err error
 		if cs[i], err = Start(c); err != nil {
 			b.Fatal(err)

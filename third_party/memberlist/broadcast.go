@@ -72,6 +72,7 @@ func (m *Memberlist) encodeBroadcastNotify(node string, msgType messageType, msg
 func (m *Memberlist) queueBroadcast(node string, msg []byte, notify chan struct{}) {
 	b := &memberlistBroadcast{node, msg, notify}
 	m.broadcasts.QueueBroadcast(b)
+	m.BroadcastQueued() // toolnode: wake a gossip loop with nothing to send
 }
 
 // getBroadcasts is used to return a slice of broadcasts to send up to

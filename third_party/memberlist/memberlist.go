@@ -75,6 +75,12 @@ type Memberlist struct {
 	stopTick   chan struct{}
 	probeIndex int
 
+	// toolnode (TOOLNODE.md): the probe's period now (0: the config's
+	// ProbeInterval), and a kick for a gossip loop that has nothing to
+	// send.
+	probeTick  atomic.Int64
+	gossipKick chan struct{}
+
 	ackLock     sync.Mutex
 	ackHandlers map[uint32]*ackHandler
 
@@ -219,6 +225,7 @@ func newMemberlist(conf *Config) (*Memberlist, error) {
 		awareness:            newAwareness(conf.AwarenessMaxMultiplier, conf.MetricLabels),
 		ackHandlers:          make(map[uint32]*ackHandler),
 		broadcasts:           &TransmitLimitedQueue{RetransmitMult: conf.RetransmitMult},
+		gossipKick:           make(chan struct{}, 1),
 		logger:               logger,
 		metricLabels:         conf.MetricLabels,
 	}

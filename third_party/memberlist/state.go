@@ -133,11 +133,14 @@ func (m *Memberlist) schedule() {
 	// when we should stop the tickers.
 	stopCh := make(chan struct{})
 
-	// Create a new probeTicker
+	// toolnode (TOOLNODE.md): the probe and gossip loops tick on one grid
+	// from t0, so a gossip round rides on a probe's wake-up; the probe's
+	// period can change while they run (SetProbeTick), and gossip sleeps
+	// while it has nothing to send. The ticker below only marks the
+	// memberlist scheduled for deschedule.
+	t0 := time.Now()
 	if m.config.ProbeInterval > 0 {
-		t := time.NewTicker(m.config.ProbeInterval)
-		go m.triggerFunc(m.config.ProbeInterval, t.C, stopCh, m.probe)
-		m.tickers = append(m.tickers, t)
+		go m.probeLoop(t0, stopCh)
 	}
 
 	// Create a push pull ticker if needed
@@ -145,17 +148,91 @@ func (m *Memberlist) schedule() {
 		go m.pushPullTrigger(stopCh)
 	}
 
-	// Create a gossip ticker if needed
 	if m.config.GossipInterval > 0 && m.config.GossipNodes > 0 {
-		t := time.NewTicker(m.config.GossipInterval)
-		go m.triggerFunc(m.config.GossipInterval, t.C, stopCh, m.gossip)
-		m.tickers = append(m.tickers, t)
+		go m.gossipLoop(t0, stopCh)
 	}
+	m.tickers = append(m.tickers, time.NewTicker(time.Hour))
 
 	// If we made any tickers, then record the stopTick channel for
 	// later.
 	if len(m.tickers) > 0 {
 		m.stopTick = stopCh
+	}
+}
+
+// untilTick is how long until the next tick of a grid of period every
+// that started at t0.
+func untilTick(t0 time.Time, every time.Duration) time.Duration {
+	return every - time.Since(t0)%every
+}
+
+// ProbeTick is the probe's period now: the config's ProbeInterval unless
+// SetProbeTick changed it.
+func (m *Memberlist) ProbeTick() time.Duration {
+	if d := time.Duration(m.probeTick.Load()); d > 0 {
+		return d
+	}
+	return m.config.ProbeInterval
+}
+
+// SetProbeTick probes one node every d from the next probe on (0: every
+// ProbeInterval). It changes only how often this node probes: a probe's
+// timeouts, and the suspicion timeouts, still scale with ProbeInterval,
+// so a node that probes less often calls a failed node dead in as much
+// time once it has probed it. A period that is a multiple of the
+// GossipInterval keeps probes on gossip's ticks.
+func (m *Memberlist) SetProbeTick(d time.Duration) {
+	m.probeTick.Store(int64(d))
+}
+
+// probeLoop probes a node at each tick of the probe's grid until stop.
+func (m *Memberlist) probeLoop(t0 time.Time, stop <-chan struct{}) {
+	t := time.NewTimer(untilTick(t0, m.ProbeTick()))
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			m.probe()
+			t.Reset(untilTick(t0, m.ProbeTick()))
+		case <-stop:
+			return
+		}
+	}
+}
+
+// gossipLoop gossips at each tick of the gossip grid while there is
+// something to send, and sleeps while there is none until a broadcast is
+// queued (BroadcastQueued), then gossips at the next tick: an idle node
+// sends no gossip either way, and this way it is not woken to find that
+// out.
+func (m *Memberlist) gossipLoop(t0 time.Time, stop <-chan struct{}) {
+	every := m.config.GossipInterval
+	t := time.NewTimer(untilTick(t0, every))
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			if !m.gossip() {
+				select {
+				case <-m.gossipKick:
+				case <-stop:
+					return
+				}
+			}
+			t.Reset(untilTick(t0, every))
+		case <-stop:
+			return
+		}
+	}
+}
+
+// BroadcastQueued tells a gossip loop asleep with nothing to send that
+// there is: the delegate calls it after it queues a broadcast that its
+// GetBroadcasts will return.
+func (m *Memberlist) BroadcastQueued() {
+	select {
+	case m.gossipKick <- struct{}{}:
+	default:
 	}
 }
 
@@ -586,8 +663,9 @@ func (m *Memberlist) resetNodes() {
 }
 
 // gossip is invoked every GossipInterval period to broadcast our gossip
-// messages to a few random nodes.
-func (m *Memberlist) gossip() {
+// messages to a few random nodes. toolnode: it reports whether it sent
+// anything.
+func (m *Memberlist) gossip() (sent bool) {
 	defer metrics.MeasureSinceWithLabels([]string{"memberlist", "gossip"}, time.Now(), m.metricLabels)
 
 	// Get some random live, suspect, or recently dead nodes
@@ -620,8 +698,9 @@ func (m *Memberlist) gossip() {
 		// Get any pending broadcasts
 		msgs := m.getBroadcasts(compoundOverhead, bytesAvail)
 		if len(msgs) == 0 {
-			return
+			return sent
 		}
+		sent = true
 
 		addr := node.Address()
 		if len(msgs) == 1 {
@@ -639,6 +718,7 @@ func (m *Memberlist) gossip() {
 			}
 		}
 	}
+	return sent
 }
 
 // pushPull is invoked periodically to randomly perform a complete state
