@@ -21,9 +21,13 @@
 //     same load: write by write for one client, burst by burst for 16;
 //     with TOOLNODE_BENCH_BASELINE a cluster of another binary beside
 //     them; every leg reports its cluster's CPU and thread wake-ups per
-//     write, every ratio also as a median of paired iterations. The
-//     clusters compared are alike: three servers each, no client node,
-//     no watcher, etcd at its defaults.
+//     write, every ratio also as a median of paired iterations, an
+//     agent/new leg the client's time in each of its 9P steps, and the
+//     follower's extra time per write over the leader's as a median of
+//     paired differences; its hop legs time one 9P round trip to a node
+//     idle for 2 ms and to one that just answered (the forward's two
+//     hops). The clusters compared are alike: three servers each, no
+//     client node, no watcher, etcd at its defaults.
 //     BenchmarkWriteVisible: a write on the leader until the events
 //     file of another server and of a client show it.
 //   - BenchmarkFailover: SIGKILL the leader of a three-node cluster and

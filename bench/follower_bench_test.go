@@ -228,7 +228,12 @@ func (w *agentNewWriter) newSession(name string) error {
 // and for a toolnode leg the same of each process (NAME-on-leader-...,
 // -on-follower-, the one a follower leg writes through, -on-other-);
 // and the CPU all processes of each toolnode cluster spent per iteration
-// (cpu-ms/iter: every toolnode cluster runs the same legs).
+// (cpu-ms/iter: every toolnode cluster runs the same legs). An agent/new
+// leg also reports the client's mean time in each 9P step (NAME-open-µs:
+// the walk and open, -write-µs, -read-µs, -clunk-µs), and each cluster
+// how much longer a write through its follower took than one through its
+// leader in the same iteration (agent-new-follower-extra-µs, the median).
+// The hop sub-benchmark times the round trips a forward adds (see there).
 func BenchmarkFollowerWritesInterleaved(b *testing.B) {
 	const maxClients = 16
 	type leg struct {
@@ -263,9 +268,13 @@ func BenchmarkFollowerWritesInterleaved(b *testing.B) {
 		ticks  uint64
 	}
 	var clusters []*clusterCPU
+	var hopAddr string // this tree's cluster's follower, for the hop legs
 	toolnode := func(prefix, bin string, flags ...string) {
 		c := newTClusterOf(b, bin, flags)
 		order, admin := benchSession(b, startClusterOf(b, c, 3))
+		if prefix == "" {
+			hopAddr = order[1].p9
+		}
 		procs := []*proc{order[0].p, order[1].p, order[2].p} // leader first
 		for i, where := range []string{"leader", "follower"} {
 			ws := make([]writer, maxClients)
@@ -326,6 +335,7 @@ func BenchmarkFollowerWritesInterleaved(b *testing.B) {
 						if err := a.newSession(fmt.Sprintf("il%d", sessions)); err != nil {
 							b.Fatal(err)
 						}
+						a.steps = [4]time.Duration{}
 					}
 				}
 			}
@@ -382,6 +392,18 @@ func BenchmarkFollowerWritesInterleaved(b *testing.B) {
 					b.ReportMetric(float64(l.cpuOf[i].Microseconds())/writes, l.name+"-on-"+role+"-cpu-µs/write")
 					b.ReportMetric(float64(l.wakeOf[i])/writes, l.name+"-on-"+role+"-wakeups/write")
 				}
+				if _, ok := l.ws[0].(*agentNewWriter); ok {
+					// The client's time in each 9P step of an agent/new.
+					var sum [4]time.Duration
+					for _, w := range l.ws[:clients] {
+						for i, d := range w.(*agentNewWriter).steps {
+							sum[i] += d
+						}
+					}
+					for i, step := range []string{"open", "write", "read", "clunk"} {
+						b.ReportMetric(float64(sum[i].Microseconds())/writes, l.name+"-"+step+"-µs")
+					}
+				}
 			}
 			byName := map[string]*leg{}
 			for _, l := range legs {
@@ -399,6 +421,7 @@ func BenchmarkFollowerWritesInterleaved(b *testing.B) {
 			}
 			ratio("agent-new-follower/leader", "agent-new,follower", "agent-new,leader")
 			ratio("agent-new-follower/etcd-follower", "agent-new,follower", "etcd,follower")
+			ratio("etcd-follower/leader", "etcd,follower", "etcd,leader")
 			ratio("load-follower/leader", "load,follower", "load,leader")
 			ratio("load-follower/etcd-follower", "load,follower", "etcd,follower")
 			ratio("agent-new-follower/baseline", "agent-new,follower", "baseline,agent-new,follower")
@@ -409,8 +432,61 @@ func BenchmarkFollowerWritesInterleaved(b *testing.B) {
 			if cpu["agent-new,follower"] > 0 && cpu["baseline,agent-new,follower"] > 0 {
 				b.ReportMetric(cpu["agent-new,follower"]/cpu["baseline,agent-new,follower"], "agent-new-follower-cpu/baseline")
 			}
+			// What a write through a follower costs more than through
+			// the leader, in time: the median over the iterations of
+			// the difference of the two legs in the same iteration (per
+			// write), beside the hop legs below.
+			for _, p := range []string{"", "baseline,"} {
+				if f, l := byName[p+"agent-new,follower"], byName[p+"agent-new,leader"]; f != nil && l != nil {
+					b.ReportMetric(float64(medianDiff(f.each, l.each).Microseconds())/float64(clients*burst), p+"agent-new-follower-extra-µs")
+				}
+			}
 		})
 	}
+	// The hop: one 9P round trip (a Tstat on an open fid) to this tree's
+	// follower after the machine has been idle 2 ms, as a forwarded
+	// write's request finds the leader and its answer the follower (each
+	// idle while the other works), and one to the same node just after it
+	// answered. A write through a follower makes two hops more than one
+	// through the leader (its request to the leader, the answer back);
+	// the idle legs say what two hops cost on this machine. The 2 ms
+	// sleep is the idle gap measured, not a wait for anything.
+	b.Run("hop", func(b *testing.B) {
+		conn, err := dial9(hopAddr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer conn.close()
+		fid, err := conn.fsys.Open("/", plan9.OREAD)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer fid.Close()
+		var idle, busy []time.Duration
+		b.ResetTimer()
+		for range b.N {
+			time.Sleep(2 * time.Millisecond)
+			for _, d := range []*[]time.Duration{&idle, &busy} {
+				t := time.Now()
+				if _, err := fid.Stat(); err != nil {
+					b.Fatal(err)
+				}
+				*d = append(*d, time.Since(t))
+			}
+		}
+		b.StopTimer()
+		b.ReportMetric(float64(median(idle).Microseconds()), "idle-rtt-µs")
+		b.ReportMetric(float64(median(busy).Microseconds()), "busy-rtt-µs")
+	})
+}
+
+// medianDiff is the median of a[i]-b[i].
+func medianDiff(a, b []time.Duration) time.Duration {
+	d := make([]time.Duration, 0, len(a))
+	for i := range min(len(a), len(b)) {
+		d = append(d, a[i]-b[i])
+	}
+	return median(d)
 }
 
 // medianRatio is the median of num[i]/den[i].
@@ -708,5 +784,12 @@ func TestMedianRatio(t *testing.T) {
 	}
 	if got := medianRatio(nil, nil); got != 0 {
 		t.Errorf("median of nothing: %v, want 0", got)
+	}
+	// Differences 2, 0, 297, -1: the mean of the middle two.
+	if got := medianDiff(ms(4, 3, 300, 1), ms(2, 3, 3, 2)); got != time.Millisecond {
+		t.Errorf("median difference of 2, 0, 297, -1: %v, want 1ms", got)
+	}
+	if got := median(ms(5, 1, 3)); got != 3*time.Millisecond {
+		t.Errorf("median of 5, 1, 3: %v, want 3ms", got)
 	}
 }
