@@ -327,7 +327,7 @@ func aliveMembers(c *Cluster) int {
 // propagate sets caps on from and waits, polling within a deadline, until
 // every one of to reports exactly caps for it; it logs how long that took.
 // How fast a change spreads is measured by BenchmarkCapsPropagation, not
-// asserted here: gossip rounds are a second, and a loaded machine moves a
+// asserted here: gossip rounds are half a second, and a loaded machine moves a
 // change by a round or two.
 func propagate(t testing.TB, what string, caps Caps, from *Cluster, to []*Cluster) time.Duration {
 	t.Helper()

@@ -13,9 +13,9 @@
 // removed tool stays as a tombstone for TombstoneTTL. SetCapabilities
 // gossips what changed at once, in messages of at most 1 KB that every
 // node which learns from them passes on (gossip runs every
-// DefaultGossipInterval, 1 s, on the probe's tick, to DefaultGossipNodes,
+// DefaultGossipInterval, 500 ms, on the probes' grid, to DefaultGossipNodes,
 // six nodes, so a change reaches a LAN cluster of a hundred nodes in
-// about 1.5 s, BenchmarkBroadcastSpread); a change too large
+// about 0.9 s, BenchmarkBroadcastSpread); a change too large
 // for a few messages, and a node's entries for a node that comes back
 // from the dead, go directly over memberlist's reliable stream instead.
 // The whole table goes with every push/pull, so a joining node learns it
