@@ -389,6 +389,11 @@ func (c *Cluster) syncTargets() ([]byte, []*memberlist.Node) {
 		}
 	}
 	if len(targets) == 0 {
+		// Asked to tell every member with none to tell (a node that set
+		// a table too large to gossip before its first join): kept for
+		// the join (Join), or the members would learn it only from
+		// push/pulls with random peers.
+		c.syncAll = all
 		return nil, nil
 	}
 	return appendGroup([]byte{msgState}, c.name, sortedEntries(c.caps[c.name])), targets

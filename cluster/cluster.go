@@ -321,6 +321,17 @@ func (c *Cluster) Join(addrs []string) (int, error) {
 	n, err := c.ml.Join(addrs)
 	if n > 0 {
 		c.settleOnce.Do(func() { go c.settle() })
+		// Entries that waited for members to be sent to (syncTargets)
+		// go to those the join made known.
+		c.mu.Lock()
+		pending := c.syncAll
+		c.mu.Unlock()
+		if pending {
+			select {
+			case c.kick <- struct{}{}:
+			default:
+			}
+		}
 		return n, nil
 	}
 	return 0, err
