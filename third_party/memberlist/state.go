@@ -137,7 +137,8 @@ func (m *Memberlist) schedule() {
 	// from t0, so a gossip round rides on a probe's wake-up; the probe's
 	// period can change while they run (SetProbeTick), and gossip sleeps
 	// while it has nothing to send. The ticker below only marks the
-	// memberlist scheduled for deschedule.
+	// memberlist scheduled for deschedule: nothing reads its channel, so
+	// it never wakes the process.
 	t0 := time.Now()
 	if m.config.ProbeInterval > 0 {
 		go m.probeLoop(t0, stopCh)
