@@ -339,10 +339,7 @@ func (c *Cluster) requestSync(node string) {
 		c.syncTo[node] = true
 	}
 	c.mu.Unlock()
-	select {
-	case c.kick <- struct{}{}:
-	default:
-	}
+	wake(c.kick)
 }
 
 // syncLoop sends this node's entries directly to the members asked for,

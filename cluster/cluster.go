@@ -329,10 +329,7 @@ func (c *Cluster) Join(addrs []string) (int, error) {
 		pending := c.syncAll
 		c.mu.Unlock()
 		if pending {
-			select {
-			case c.kick <- struct{}{}:
-			default:
-			}
+			wake(c.kick)
 		}
 		return n, nil
 	}
@@ -449,6 +446,14 @@ func (c *Cluster) queued() {
 	}
 }
 
+// wake signals a goroutine that waits on ch, unless a signal is pending.
+func wake(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
 // Leave tells the others this node is going, then stops gossip.
 func (c *Cluster) Leave(timeout time.Duration) error {
 	c.mu.Lock()
@@ -547,10 +552,7 @@ func (e *eventDelegate) send(k EventKind, n *memberlist.Node) {
 		}
 		t.gone = time.Now()
 		if t.m.State == "dead" {
-			select {
-			case e.c.failed <- struct{}{}:
-			default:
-			}
+			wake(e.c.failed)
 		}
 	} else {
 		t.m.State = "alive"
