@@ -71,7 +71,6 @@ type Memberlist struct {
 	awareness  *awareness
 
 	tickerLock sync.Mutex
-	tickers    []*time.Ticker
 	stopTick   chan struct{}
 	probeIndex int
 

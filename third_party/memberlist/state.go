@@ -123,9 +123,9 @@ func (m *Memberlist) schedule() {
 	m.tickerLock.Lock()
 	defer m.tickerLock.Unlock()
 
-	// If we already have tickers, then don't do anything, since we're
-	// scheduled
-	if len(m.tickers) > 0 {
+	// toolnode (TOOLNODE.md): the memberlist is scheduled while stopTick
+	// is set; the loops below keep no ticker to mark it.
+	if m.stopTick != nil {
 		return
 	}
 
@@ -133,12 +133,10 @@ func (m *Memberlist) schedule() {
 	// when we should stop the tickers.
 	stopCh := make(chan struct{})
 
-	// toolnode (TOOLNODE.md): the probe and gossip loops tick on one grid
-	// from t0, so a gossip round rides on a probe's wake-up; the probe's
-	// period can change while they run (SetProbeTick), and gossip sleeps
-	// while it has nothing to send. The ticker below only marks the
-	// memberlist scheduled for deschedule: nothing reads its channel, so
-	// it never wakes the process.
+	// toolnode: the probe and gossip loops tick on one grid from t0, so
+	// a gossip round rides on a probe's wake-up; the probe's period can
+	// change while they run (SetProbeTick), and gossip sleeps while it
+	// has nothing to send.
 	t0 := time.Now()
 	if m.config.ProbeInterval > 0 {
 		go m.probeLoop(t0, stopCh)
@@ -152,13 +150,7 @@ func (m *Memberlist) schedule() {
 	if m.config.GossipInterval > 0 && m.config.GossipNodes > 0 {
 		go m.gossipLoop(t0, stopCh)
 	}
-	m.tickers = append(m.tickers, time.NewTicker(time.Hour))
-
-	// If we made any tickers, then record the stopTick channel for
-	// later.
-	if len(m.tickers) > 0 {
-		m.stopTick = stopCh
-	}
+	m.stopTick = stopCh
 }
 
 // untilTick is how long until the next tick of a grid of period every
@@ -237,28 +229,8 @@ func (m *Memberlist) BroadcastQueued() {
 	}
 }
 
-// triggerFunc is used to trigger a function call each time a
-// message is received until a stop tick arrives.
-func (m *Memberlist) triggerFunc(stagger time.Duration, C <-chan time.Time, stop <-chan struct{}, f func()) {
-	// Use a random stagger to avoid syncronizing
-	randStagger := time.Duration(uint64(rand.Int63()) % uint64(stagger))
-	select {
-	case <-time.After(randStagger):
-	case <-stop:
-		return
-	}
-	for {
-		select {
-		case <-C:
-			f()
-		case <-stop:
-			return
-		}
-	}
-}
-
 // pushPullTrigger is used to periodically trigger a push/pull until
-// a stop tick arrives. We don't use triggerFunc since the push/pull
+// a stop tick arrives. It uses no fixed ticker since the push/pull
 // timer is dynamically scaled based on cluster size to avoid network
 // saturation
 func (m *Memberlist) pushPullTrigger(stop <-chan struct{}) {
@@ -290,20 +262,15 @@ func (m *Memberlist) deschedule() {
 	m.tickerLock.Lock()
 	defer m.tickerLock.Unlock()
 
-	// If we have no tickers, then we aren't scheduled.
-	if len(m.tickers) == 0 {
+	// If we have no stop channel, then we aren't scheduled (toolnode:
+	// there are no tickers to stop).
+	if m.stopTick == nil {
 		return
 	}
 
-	// Close the stop channel so all the ticker listeners stop.
+	// Close the stop channel so all the loops stop.
 	close(m.stopTick)
-
-	// Explicitly stop all the tickers themselves so they don't take
-	// up any more resources, and get rid of the list.
-	for _, t := range m.tickers {
-		t.Stop()
-	}
-	m.tickers = nil
+	m.stopTick = nil
 }
 
 // Tick is used to perform a single round of failure detection and gossip
