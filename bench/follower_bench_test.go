@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -497,14 +496,7 @@ func medianRatio(num, den []time.Duration) float64 {
 			r = append(r, float64(num[i])/float64(den[i]))
 		}
 	}
-	if len(r) == 0 {
-		return 0
-	}
-	slices.Sort(r)
-	if len(r)%2 == 1 {
-		return r[len(r)/2]
-	}
-	return (r[len(r)/2-1] + r[len(r)/2]) / 2
+	return median(r)
 }
 
 // procsSched returns the CPU time and the times put on a CPU of the

@@ -58,8 +58,9 @@ import (
 // memberlist at the node's settings and nothing else
 // (TOOLNODE_SCALE_FLOOR_ARGS adds flags to it), "gossip-probe1s" the
 // same with every member probing each second (the client's 3 s probe
-// off, in the same binary), "nothing" a Go process that does nothing. TOOLNODE_SCALE_PROFILE=DIR: each node (of this
-// build) writes a CPU profile of its start, exec until formed, to DIR.
+// off, in the same binary), "nothing" a Go process that does nothing.
+// TOOLNODE_SCALE_PROFILE=DIR: each node (of this build) writes a CPU
+// profile of its start, exec until formed, to DIR.
 // Run with -benchtime 1x; N=100 needs about 3 GB of memory.
 func BenchmarkScale(b *testing.B) {
 	sizes := []int{10, 50, 100}
