@@ -26,17 +26,11 @@ func BenchmarkFailureDetection(b *testing.B) {
 		}
 	}
 	const servers = 5
-	legs := []struct {
-		name string
-		cfg  Config
-	}{
+	legs := []benchLeg{
 		{"before", Config{ClientProbeInterval: -1}},
 		{"now", Config{}},
 	}
-	clusters := make([][]*Cluster, len(legs))
-	for i, leg := range legs {
-		clusters[i] = startSpread(b, n, servers, leg.name, leg.cfg)
-	}
+	clusters := startLegs(b, n, servers, legs)
 	first := make([][]time.Duration, len(legs))
 	all := make([][]time.Duration, len(legs))
 	b.ResetTimer()

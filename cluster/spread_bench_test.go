@@ -36,19 +36,13 @@ func BenchmarkBroadcastSpread(b *testing.B) {
 			sizes = append(sizes, n)
 		}
 	}
-	legs := []struct {
-		name string
-		cfg  Config
-	}{
+	legs := []benchLeg{
 		{"before", Config{GossipInterval: 500 * time.Millisecond, GossipNodes: 3, Compress: true, ClientProbeInterval: -1}},
 		{"now", Config{}},
 	}
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
-			clusters := make([][]*Cluster, len(legs))
-			for i, leg := range legs {
-				clusters[i] = startSpread(b, n, 0, leg.name, leg.cfg)
-			}
+			clusters := startLegs(b, n, 0, legs)
 			times := make([][]time.Duration, len(legs))
 			halves := make([][]time.Duration, len(legs))
 			b.ResetTimer()
@@ -68,6 +62,23 @@ func BenchmarkBroadcastSpread(b *testing.B) {
 			b.ReportMetric(0, "ns/op")
 		})
 	}
+}
+
+// benchLeg is one cluster of a benchmark that compares settings.
+type benchLeg struct {
+	name string
+	cfg  Config
+}
+
+// startLegs starts one cluster of n members (startSpread) per leg, all
+// running at once.
+func startLegs(b *testing.B, n, servers int, legs []benchLeg) [][]*Cluster {
+	b.Helper()
+	clusters := make([][]*Cluster, len(legs))
+	for i, leg := range legs {
+		clusters[i] = startSpread(b, n, servers, leg.name, leg.cfg)
+	}
+	return clusters
 }
 
 // startSpread starts n members with cfg's gossip settings, the first
