@@ -120,8 +120,11 @@ type client struct {
 	applied  []uint64
 	restores []uint64
 	servers  []string
-	cancel   context.CancelFunc
-	done     chan error
+	// heartbeat is the servers' heartbeat the follower expects; 0:
+	// 100 ms.
+	heartbeat time.Duration
+	cancel    context.CancelFunc
+	done      chan error
 }
 
 // preferring is a client name whose first choice among addrs is want.
@@ -141,6 +144,10 @@ func newClient(t *testing.T, name string, servers ...string) *client {
 }
 
 func (c *client) follower(name string) *stream.Follower {
+	hb := c.heartbeat
+	if hb == 0 {
+		hb = 100 * time.Millisecond
+	}
 	return stream.NewFollower(stream.FollowerConfig{
 		Name: name,
 		Servers: func() []string {
@@ -170,7 +177,7 @@ func (c *client) follower(name string) *stream.Follower {
 			c.applied = append(c.applied, index)
 			return c.fsm.Restore(io.NopCloser(r))
 		},
-		Heartbeat: 100 * time.Millisecond,
+		Heartbeat: hb,
 		Rebalance: 300 * time.Millisecond,
 		Logf:      c.t.Logf,
 	})
@@ -540,22 +547,8 @@ func TestStreamLeaveOnGossip(t *testing.T) {
 	addrs := []string{fz.ln.Addr().String(), b.ln.Addr().String()}
 	name := preferring(addrs, addrs[0])
 	c := newClient(t, name, addrs...)
-	c.f = stream.NewFollower(stream.FollowerConfig{
-		Name:    name,
-		Servers: func() []string { c.mu.Lock(); defer c.mu.Unlock(); return append([]string(nil), c.servers...) },
-		Dial: func(ctx context.Context, addr string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "tcp", addr)
-		},
-		Index: c.fsm.LastIndex,
-		Apply: func(index uint64, data []byte) error {
-			c.fsm.Apply(&raft.Log{Index: index, Type: raft.LogCommand, Data: data})
-			return nil
-		},
-		Restore:   func(index uint64, r io.Reader) error { return c.fsm.Restore(io.NopCloser(r)) },
-		Heartbeat: time.Hour, // silence never ends this stream here
-		Logf:      t.Logf,
-	})
+	c.heartbeat = time.Hour // silence never ends this stream here
+	c.f = c.follower(name)
 	if c.f.Leave(addrs[0]) {
 		t.Fatal("Leave before following reported a server left")
 	}
