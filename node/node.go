@@ -318,7 +318,7 @@ func (n *Node) raftConfig(hl hclog.Logger) *raft.Config {
 // (lazyraft.go).
 func (n *Node) startRaft() error {
 	n.raftLog = n.raftLogger()
-	// Decided before the port opens (New, startsAsClient): the leader's
+	// Decided before the port opens (New, startAsClient): the leader's
 	// first request may come at once.
 	lazy := n.raftLazy.Load()
 	if n.cfg.RaftTransport != nil {

@@ -77,11 +77,11 @@ func (n *Node) savePeers() bool {
 	}
 	b, _ := json.Marshal(addrs)
 	tmp := n.peersFile() + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		n.logger.Printf("remembering the peers in %s: %v", n.peersFile(), err)
-		return false
+	err := os.WriteFile(tmp, b, 0o600)
+	if err == nil {
+		err = os.Rename(tmp, n.peersFile())
 	}
-	if err := os.Rename(tmp, n.peersFile()); err != nil {
+	if err != nil {
 		n.logger.Printf("remembering the peers in %s: %v", n.peersFile(), err)
 		return false
 	}
