@@ -30,6 +30,8 @@
 //     last variant can serve as a fallback. "resetsCounter" in a variant
 //     overrides when present, false included (a bool has no empty value).
 //     A match key repeated in one object keeps its last value.
+//   - WatchDir reads the directory every second when it cannot have an
+//     inotify instance, rather than give up watching it.
 //   - Hidden files (".x.meta", editor lock files) are skipped silently; a
 //     .meta over MaxFileSize, with a bad name, or that is a directory, is
 //     a Problem.

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -20,6 +21,11 @@ var (
 	// settles can delay onChange: at most this many debounce periods after
 	// the first event of a burst.
 	watchMaxDelayFactor = 10
+	// watchFallbackEvery is how often a directory is read again when no
+	// inotify instance can be had (the host's fs.inotify.max_user_instances
+	// is spent): a second, so that a change still reaches the cluster
+	// promptly, at the price of waking the process each second.
+	watchFallbackEvery = time.Second
 )
 
 // WatchDir calls onChange after changes in dir settle for debounce: the
@@ -33,26 +39,46 @@ var (
 // If dir does not exist (or disappears), WatchDir waits for it to appear,
 // watching its parent and polling, and then calls onChange. No call is
 // made at start when dir exists: the caller scans it itself. Errors from
-// fsnotify are logged through logf (nil: dropped), not returned. WatchDir
-// returns nil when ctx is done, and an error only when no watcher can be
-// created.
+// fsnotify are logged through logf (nil: dropped), not returned. When no
+// inotify instance can be had (the host's limit is spent by other
+// programs), WatchDir says so through logf and reads dir every
+// watchFallbackEvery instead, calling onChange when its entries changed.
+// WatchDir returns nil when ctx is done.
 func WatchDir(ctx context.Context, dir string, debounce time.Duration, logf func(format string, args ...any), onChange func()) error {
-	return watchDir(ctx, dir, debounce, logf, onChange, nil)
+	return watchDir(ctx, dir, debounce, logf, onChange, watchHooks{})
 }
 
-// watchDir is WatchDir with a hook for tests: ready (if not nil) is called
-// once the first watch (of dir, or of its parent) is in place, so that
-// changes made after it are seen.
-func watchDir(ctx context.Context, dir string, debounce time.Duration, logf func(format string, args ...any), onChange, ready func()) error {
+// watchHooks are watchDir's hooks for tests.
+type watchHooks struct {
+	// ready, if not nil, is called once the first watch (of dir, or of
+	// its parent, or the first read when polling) is in place, so that
+	// changes made after it are seen.
+	ready func()
+	// newWatcher replaces fsnotify.NewWatcher; pollEvery replaces
+	// watchFallbackEvery.
+	newWatcher func() (*fsnotify.Watcher, error)
+	pollEvery  time.Duration
+}
+
+func watchDir(ctx context.Context, dir string, debounce time.Duration, logf func(format string, args ...any), onChange func(), h watchHooks) error {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
 	if debounce <= 0 {
 		debounce = time.Millisecond
 	}
-	w, err := fsnotify.NewWatcher()
+	if h.newWatcher == nil {
+		h.newWatcher = fsnotify.NewWatcher
+	}
+	if h.pollEvery <= 0 {
+		h.pollEvery = watchFallbackEvery
+	}
+	ready := h.ready
+	w, err := h.newWatcher()
 	if err != nil {
-		return fmt.Errorf("watch %s: %w", dir, err)
+		logf("watch %s: cannot watch with inotify (%v; is fs.inotify.max_user_instances spent?): reading the directory every %v instead", dir, err, h.pollEvery)
+		pollDir(ctx, filepath.Clean(dir), h.pollEvery, onChange, ready)
+		return nil
 	}
 	defer w.Close()
 
@@ -197,4 +223,46 @@ func (d *dirWatch) handle(ev fsnotify.Event) bool {
 		return false // a sibling of dir changed in the parent
 	}
 	return filepath.Dir(name) == d.dir
+}
+
+// pollDir calls onChange whenever a read of dir, every period, finds its
+// entries changed: one added, removed, or changed in size, mode or
+// modification time, or dir itself appearing or going away.
+func pollDir(ctx context.Context, dir string, period time.Duration, onChange, ready func()) {
+	last := dirState(dir)
+	if ready != nil {
+		ready()
+	}
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if now := dirState(dir); now != last {
+			last = now
+			onChange()
+		}
+	}
+}
+
+// dirState is a digest of dir's entries as pollDir compares them, or ""
+// when dir cannot be read.
+func dirState(dir string) string {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return ""
+	}
+	h := sha256.New()
+	fmt.Fprintln(h, "dir")
+	for _, e := range ents { // sorted by name
+		fi, err := e.Info()
+		if err != nil {
+			continue // gone since the read: the next read tells
+		}
+		fmt.Fprintf(h, "%q %d %v %d\n", e.Name(), fi.Size(), fi.Mode(), fi.ModTime().UnixNano())
+	}
+	return string(h.Sum(nil))
 }

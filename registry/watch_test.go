@@ -8,8 +8,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fsnotify/fsnotify"
 )
 
 // watched runs watchDir on dir in the background and records, at each
@@ -29,12 +32,18 @@ const testDebounce = 40 * time.Millisecond
 
 func startWatch(t *testing.T, dir string) *watched {
 	t.Helper()
+	return startWatchWith(t, dir, t.Logf, watchHooks{})
+}
+
+func startWatchWith(t *testing.T, dir string, logf func(string, ...any), h watchHooks) *watched {
+	t.Helper()
 	w := &watched{t: t, dir: dir}
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		done <- watchDir(ctx, dir, testDebounce, t.Logf, w.onChange, func() { close(ready) })
+		h.ready = func() { close(ready) }
+		done <- watchDir(ctx, dir, testDebounce, logf, w.onChange, h)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -132,6 +141,47 @@ func TestWatchDir_AddChangeRemove(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.waitTools("c")
+}
+
+// A host whose inotify instances are spent (fs.inotify.max_user_instances,
+// 128 by default, shared by every program of the user) still has its
+// tools directory followed: WatchDir says why and reads it periodically.
+func TestWatchDir_PollsWithoutInotify(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "tools")
+	writeFile(t, dir, "x.meta", `{}`, 0o644)
+	var logged sync.Map
+	logf := func(f string, a ...any) { logged.Store(fmt.Sprintf(f, a...), true) }
+	w := startWatchWith(t, dir, logf, watchHooks{
+		newWatcher: func() (*fsnotify.Watcher, error) { return nil, syscall.EMFILE },
+		pollEvery:  testDebounce,
+	})
+	found := false
+	logged.Range(func(k, _ any) bool {
+		found = found || strings.Contains(k.(string), "cannot watch with inotify (too many open files")
+		return true
+	})
+	if !found {
+		t.Error("the fallback to polling was not logged")
+	}
+	writeFile(t, dir, "y.meta", `{}`, 0o644)
+	w.waitTools("x", "y")
+	writeFile(t, dir, "y.meta", `{"description":"longer now"}`, 0o644)
+	waitFor(t, 5*time.Second, "the changed tool", func() bool {
+		_, _, tools := w.state()
+		return strings.Contains(string(tools["y"].Meta), "longer now")
+	})
+	if err := os.Remove(filepath.Join(dir, "x.meta")); err != nil {
+		t.Fatal(err)
+	}
+	w.waitTools("y")
+	// The directory goes away and comes back.
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	w.waitTools()
+	writeFile(t, dir, "z.meta", `{}`, 0o644)
+	w.waitTools("z")
 }
 
 func TestWatchDir_DirAppearsLater(t *testing.T) {
@@ -271,7 +321,7 @@ func TestWatchDir_NotADirectory(t *testing.T) {
 	go func() {
 		defer close(done)
 		_ = watchDir(ctx, path, testDebounce, func(f string, a ...any) { logged.Store(fmt.Sprintf(f, a...), true) },
-			func() { mu.Lock(); calls++; mu.Unlock() }, func() { close(ready) })
+			func() { mu.Lock(); calls++; mu.Unlock() }, watchHooks{ready: func() { close(ready) }})
 	}()
 	<-ready
 	found := false
