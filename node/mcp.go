@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"9fans.net/go/plan9/client"
@@ -44,12 +45,16 @@ type mcpServer struct {
 
 	mu       sync.Mutex
 	sessions map[string]*mcpSession // Mcp-Session-Id →
+
+	waiting atomic.Int64 // sessions whose initialisation is watched (newSession)
 }
 
 type mcpSession struct {
 	token  [32]byte // SHA-256 of the bearer token that made it
 	bridge *mcpbridge.Bridge
 	conn   *client.Conn
+	ended  chan struct{} // closed when the session ends, however it ends
+	once   sync.Once
 }
 
 type bridgeKey struct{}
@@ -198,7 +203,7 @@ func (m *mcpServer) newSession(r *http.Request, token string, sum [32]byte) (*mc
 		conn.Close()
 		return nil, "", err
 	}
-	s := &mcpSession{token: sum, conn: conn}
+	s := &mcpSession{token: sum, conn: conn, ended: make(chan struct{})}
 	b, err := mcpbridge.New(fsys, mcpbridge.Options{
 		Profile:   r.URL.Query().Get("profile"),
 		SessionID: id,
@@ -214,9 +219,12 @@ func (m *mcpServer) newSession(r *http.Request, token string, sum [32]byte) (*mc
 	m.mu.Lock()
 	m.sessions[id] = s
 	m.mu.Unlock()
+	m.waiting.Add(1)
 	go func() {
+		defer m.waiting.Add(-1)
 		// The SDK expires idle sessions; one that never finishes its
-		// initialisation is dropped here.
+		// initialisation is dropped here. A session that ends first,
+		// however it ends, ends this wait.
 		t := time.NewTimer(mcpInitWait)
 		defer t.Stop()
 		select {
@@ -224,6 +232,7 @@ func (m *mcpServer) newSession(r *http.Request, token string, sum [32]byte) (*mc
 			if !b.Initialized() {
 				m.drop(id)
 			}
+		case <-s.ended:
 		case <-m.n.ctx.Done():
 		}
 	}()
@@ -231,6 +240,7 @@ func (m *mcpServer) newSession(r *http.Request, token string, sum [32]byte) (*mc
 }
 
 func (s *mcpSession) end() {
+	s.once.Do(func() { close(s.ended) })
 	s.bridge.Close()
 	s.conn.Close()
 }
@@ -250,8 +260,7 @@ func (m *mcpServer) connEnded(id string) {
 		return // dropped, or never made
 	}
 	m.n.logger.Printf("mcp: session %s: the node ended its 9P connection: ending the MCP session and removing toolnode session %s", id, s.bridge.Session())
-	s.bridge.Close()
-	s.conn.Close()
+	s.end()
 	if err := m.n.KillSession(s.bridge.Session()); err != nil {
 		m.n.logger.Printf("mcp: removing session %s: %v", s.bridge.Session(), err)
 	}

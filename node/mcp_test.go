@@ -1,0 +1,62 @@
+package node
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolnode/toolnode/p9"
+)
+
+// mcpInitialize starts an MCP session over HTTP with token and returns its
+// id.
+func mcpInitialize(t *testing.T, url, token string) string {
+	t.Helper()
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"test","version":"1"}}}`
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	id := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || id == "" {
+		t.Fatalf("initialize: HTTP %d, session %q", resp.StatusCode, id)
+	}
+	return id
+}
+
+// A revoked token's MCP sessions end, and nothing of them is left
+// running: the wait for each session's initialisation (up to
+// mcpInitWait) ends with its session.
+func TestMCP_RevokedSessionsLeaveNothing(t *testing.T) {
+	n, _ := procNode(t, func(c *Config) { c.MCPAddr = "127.0.0.1:0" }, nil)
+	admin := p9.Principal{Name: "admin", Role: p9.RoleAdmin}
+	secret, err := n.NewToken(admin, "mcpt", p9.RoleCall)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + n.MCPAddr() + "/"
+	for range 3 {
+		mcpInitialize(t, url, secret)
+	}
+	m := n.mcp
+	m.mu.Lock()
+	made := len(m.sessions)
+	m.mu.Unlock()
+	if made != 3 || m.waiting.Load() != 3 {
+		t.Fatalf("%d sessions, %d initialisations watched; want 3 and 3", made, m.waiting.Load())
+	}
+	if err := n.RevokeToken(admin, "mcpt"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the revoked token's MCP sessions to end", 10*time.Second, func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return len(m.sessions) == 0 && m.waiting.Load() == 0
+	})
+}
