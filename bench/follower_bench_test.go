@@ -217,7 +217,11 @@ func (w *agentNewWriter) newSession(name string) error {
 // toolnode cluster with no client node and nobody reading its events
 // file, the etcd cluster with no watcher and no learner, etcd at its
 // defaults; every write is one fsync'd commit acknowledged through the
-// node the client talks to. (How soon a write is seen elsewhere, which
+// node the client talks to. One more toolnode cluster of this tree, the
+// mixed one, has three servers and a client node (-voters 3), and
+// agent/new legs through its leader, a follower and the client
+// (mixed,agent-new,client: a non-leader that is no Raft server, as most
+// nodes of a cluster of servers and clients are). (How soon a write is seen elsewhere, which
 // needs a client node and readers of events, is BenchmarkWriteVisible.)
 //
 // It reports each leg's writes/s and the ratios the goals name; for
@@ -256,8 +260,11 @@ func BenchmarkFollowerWritesInterleaved(b *testing.B) {
 		l := &leg{name: name, procs: procs, ws: ws}
 		if !strings.HasPrefix(name, "etcd") {
 			// The written-through node of a follower leg is the
-			// follower; the other follower takes no part but Raft's.
-			l.roles = []string{"leader", "follower", "other"}
+			// follower; the other follower takes no part but Raft's;
+			// a client (the mixed cluster's), in no Raft
+			// configuration, is written through in its client leg and
+			// follows a server's change stream in the others.
+			l.roles = []string{"leader", "follower", "other", "client"}[:len(procs)]
 		}
 		legs = append(legs, l)
 	}
@@ -269,22 +276,49 @@ func BenchmarkFollowerWritesInterleaved(b *testing.B) {
 	var clusters []*clusterCPU
 	var hopAddr string // this tree's cluster's follower, for the hop legs
 	toolnode := func(prefix, bin string, flags ...string) {
+		mixed := prefix == "mixed,"
+		if mixed {
+			flags = append(flags, "-voters", "3") // the fourth node is a client
+		}
 		c := newTClusterOf(b, bin, flags)
-		order, admin := benchSession(b, startClusterOf(b, c, 3))
+		startClusterOf(b, c, 3)
+		var client *tnode
+		if mixed {
+			client = c.add("n4", []string{c.nodes[0].gossip})
+			c.start(client)
+			c.ready(client)
+		}
+		order, admin := benchSession(b, c)
 		if prefix == "" {
 			hopAddr = order[1].p9
 		}
 		procs := []*proc{order[0].p, order[1].p, order[2].p} // leader first
-		for i, where := range []string{"leader", "follower"} {
+		wheres := []string{"leader", "follower"}
+		if mixed {
+			if order[3] != client {
+				b.Fatalf("the client n4 is not last in the mixed cluster: %s", order[3].name)
+			}
+			procs = append(procs, client.p)
+			wheres = append(wheres, "client")
+		}
+		for i, where := range wheres {
+			via := order[i]
+			if where == "client" {
+				via = client
+			}
 			ws := make([]writer, maxClients)
 			for j := range ws {
-				conn, err := dial9(order[i].p9)
+				conn, err := dial9(via.p9)
 				if err != nil {
 					b.Fatal(err)
 				}
 				ws[j] = &agentNewWriter{conn: conn, admin: admin}
 			}
 			add(prefix+"agent-new,"+where, procs, ws)
+		}
+		if mixed {
+			clusters = append(clusters, &clusterCPU{prefix: prefix, c: c})
+			return // its legs are the agent/new ones
 		}
 		for i, where := range []string{"leader", "follower"} {
 			ws := make([]writer, maxClients)
@@ -300,6 +334,7 @@ func BenchmarkFollowerWritesInterleaved(b *testing.B) {
 		clusters = append(clusters, &clusterCPU{prefix: prefix, c: c})
 	}
 	toolnode("", "")
+	toolnode("mixed,", "")
 	if bin := os.Getenv("TOOLNODE_BENCH_BASELINE"); bin != "" {
 		toolnode("baseline,", bin, strings.Fields(os.Getenv("TOOLNODE_BENCH_BASELINE_ARGS"))...)
 	}
@@ -419,6 +454,9 @@ func BenchmarkFollowerWritesInterleaved(b *testing.B) {
 				}
 			}
 			ratio("agent-new-follower/leader", "agent-new,follower", "agent-new,leader")
+			ratio("mixed-agent-new-follower/leader", "mixed,agent-new,follower", "mixed,agent-new,leader")
+			ratio("mixed-agent-new-client/leader", "mixed,agent-new,client", "mixed,agent-new,leader")
+			ratio("mixed-agent-new-client/etcd-follower", "mixed,agent-new,client", "etcd,follower")
 			ratio("agent-new-follower/etcd-follower", "agent-new,follower", "etcd,follower")
 			ratio("etcd-follower/leader", "etcd,follower", "etcd,leader")
 			ratio("load-follower/leader", "load,follower", "load,leader")
@@ -435,9 +473,11 @@ func BenchmarkFollowerWritesInterleaved(b *testing.B) {
 			// the leader, in time: the median over the iterations of
 			// the difference of the two legs in the same iteration (per
 			// write), beside the hop legs below.
-			for _, p := range []string{"", "baseline,"} {
-				if f, l := byName[p+"agent-new,follower"], byName[p+"agent-new,leader"]; f != nil && l != nil {
-					b.ReportMetric(float64(medianDiff(f.each, l.each).Microseconds())/float64(clients*burst), p+"agent-new-follower-extra-µs")
+			for _, p := range []string{"", "baseline,", "mixed,"} {
+				for _, via := range []string{"follower", "client"} {
+					if f, l := byName[p+"agent-new,"+via], byName[p+"agent-new,leader"]; f != nil && l != nil {
+						b.ReportMetric(float64(medianDiff(f.each, l.each).Microseconds())/float64(clients*burst), p+"agent-new-"+via+"-extra-µs")
+					}
 				}
 			}
 		})
@@ -578,6 +618,7 @@ func BenchmarkWriteVisible(b *testing.B) {
 		clusters = append(clusters, &cluster{prefix: prefix, c: c, w: w})
 	}
 	toolnode("", "")
+	toolnode("mixed,", "")
 	if bin := os.Getenv("TOOLNODE_BENCH_BASELINE"); bin != "" {
 		toolnode("baseline,", bin, strings.Fields(os.Getenv("TOOLNODE_BENCH_BASELINE_ARGS"))...)
 	}
