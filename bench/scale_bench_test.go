@@ -513,8 +513,13 @@ func formedNode(hc *http.Client, n *tnode, metricsAddr string, size int, floor b
 		return err
 	}
 	alive := -1
+	var states string // the others, as /readyz?verbose counts them
 	if i := strings.Index(body, "members alive="); i >= 0 {
 		fmt.Sscan(body[i+len("members alive="):], &alive)
+		states, _, _ = strings.Cut(body[i+len("members "):], "\n")
+		if _, rest, ok := strings.Cut(states, " "); ok {
+			states = rest
+		}
 	} else {
 		_, metrics, err := get("/metrics")
 		if err != nil {
@@ -528,6 +533,11 @@ func formedNode(hc *http.Client, n *tnode, metricsAddr string, size int, floor b
 		}
 	}
 	if alive != size {
+		if states != "" {
+			// A straggler lacks a member it does not know of yet, or
+			// one it suspects: the last nodes to form say which.
+			return fmt.Errorf("%d alive, %s", alive, states)
+		}
 		return fmt.Errorf("%d alive", alive)
 	}
 	if code != 200 {
