@@ -60,8 +60,6 @@ import (
 // (TOOLNODE_SCALE_FLOOR_ARGS adds flags to it), "gossip-probe1s" the
 // same with every member probing each second (the client's 3 s probe
 // off, in the same binary), "nothing" a Go process that does nothing.
-// "LEG@K" is LEG with the nodes past the seeds launched by K goroutines
-// at once instead of one after another (clients@4, baseline@4).
 // TOOLNODE_SCALE_PROFILE=DIR: each node (of this build) writes a CPU
 // profile of its start, exec until formed, to DIR.
 // Run with -benchtime 1x; N=100 needs about 3 GB of memory.
@@ -104,14 +102,6 @@ const (
 
 func runScale(b *testing.B, size int, leg string) {
 	b.StopTimer()
-	launchers := 1 // "LEG@K": K goroutines launch the nodes (launchAll)
-	if l, k, ok := strings.Cut(leg, "@"); ok {
-		var err error
-		if launchers, err = strconv.Atoi(k); err != nil || launchers < 1 {
-			b.Fatalf("leg %q: want LEG@K, K goroutines that launch the nodes", leg)
-		}
-		leg = l
-	}
 	c := newTCluster(b)
 	// The floor legs run bench/internal/gossipfloor instead of nodes:
 	// "gossip" is the cluster package's memberlist at the node's settings
@@ -276,38 +266,6 @@ func runScale(b *testing.B, size int, leg string) {
 		start(n)
 		go poll(n)
 	}
-	// A leg "LEG@K" launches the nodes past the seeds from K goroutines
-	// at once (default 1: one after another). A launch waits for the
-	// child's exec, which waits for a core among the nodes already
-	// starting: at N=100 the last of 95 launches one after another came
-	// 3-6 s after the first, where a hundred hosts booted at once would
-	// start together. Not with TOOLNODE_SCALE_PROFILE (its start sets
-	// c.env node by node).
-	if profiling {
-		launchers = 1
-	}
-	launchAll := func(ns []*tnode) {
-		if launchers == 1 {
-			for _, n := range ns {
-				launch(n)
-			}
-			return
-		}
-		next := make(chan *tnode)
-		var wg sync.WaitGroup
-		for range launchers {
-			wg.Go(func() {
-				for n := range next {
-					launch(n)
-				}
-			})
-		}
-		for _, n := range ns {
-			next <- n
-		}
-		close(next)
-		wg.Wait()
-	}
 	// Leg "waves" launches the nodes past the seeds TOOLNODE_SCALE_WAVE
 	// (default 10) at a time, each wave once the one before serves; the
 	// other legs launch them all at once.
@@ -335,7 +293,9 @@ func runScale(b *testing.B, size int, leg string) {
 		if wave > 0 {
 			k = min(wave, k)
 		}
-		launchAll(rest[:k])
+		for _, n := range rest[:k] {
+			launch(n)
+		}
 		if k < len(rest) {
 			for _, n := range rest[:k] {
 				ready(n)
