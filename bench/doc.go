@@ -60,7 +60,13 @@
 //     server and a client, RSS (scale_bench_test.go); legs for an older
 //     binary (TOOLNODE_BENCH_BASELINE), every node a server, and two
 //     floors (internal/gossipfloor): memberlist alone at the node's
-//     settings, and a Go process that does nothing.
+//     settings, and a Go process that does nothing; env=K=V runs the
+//     clients leg with a runtime setting in the nodes' environment.
+//
+// The nodes run a copy of the binary the linker wrote, as a baseline
+// binary is a copy: on this machine the linker's own file, run by a
+// hundred processes, mapped 2-3 MiB more in each and idled ~30 % dearer
+// than a copy of it (BENCHMARKS.md, "A hundred nodes forming, again").
 //
 // The package has no code outside its tests and the floor programs; "go test ./bench/" without
 // -bench runs only quick unit tests of the helpers. The etcd baseline

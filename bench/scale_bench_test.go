@@ -51,7 +51,8 @@ import (
 // node's data directory but n1's before it starts, so that none makes
 // its admin token (a cluster write each, streamed to every client): what
 // those writes cost a forming cluster, measured; "procs2" is "clients"
-// with GOMAXPROCS=2 in the nodes' environment
+// with GOMAXPROCS=2 in the nodes' environment; "env=K=V" (several:
+// K1=V1+K2=V2) is "clients" with those in the nodes' environment
 // (clients on two processors, as before they ran on one: the same
 // binary, where two builds of one commit can idle 30 % apart). The floors (bench/internal/
 // gossipfloor) count as clients: "gossip" runs the cluster package's
@@ -125,6 +126,12 @@ func runScale(b *testing.B, size int, leg string) {
 		// which a node keeps: clients on two processors, as before they
 		// ran on one, in the same binary.
 		c.env = []string{"GOMAXPROCS=2"}
+	}
+	if kv, ok := strings.CutPrefix(leg, "env="); ok {
+		// The clients leg with K=V (or K1=V1+K2=V2) in every node's
+		// environment: a runtime setting (GOGC, GODEBUG) measured against
+		// the default in one binary.
+		c.env = strings.Split(kv, "+")
 	}
 	if leg == "baseline" {
 		// The clients leg with the binary TOOLNODE_BENCH_BASELINE (an
@@ -506,8 +513,13 @@ func formedNode(hc *http.Client, n *tnode, metricsAddr string, size int, floor b
 		return err
 	}
 	alive := -1
+	var states string // the others, as /readyz?verbose counts them
 	if i := strings.Index(body, "members alive="); i >= 0 {
 		fmt.Sscan(body[i+len("members alive="):], &alive)
+		states, _, _ = strings.Cut(body[i+len("members "):], "\n")
+		if _, rest, ok := strings.Cut(states, " "); ok {
+			states = rest
+		}
 	} else {
 		_, metrics, err := get("/metrics")
 		if err != nil {
@@ -521,6 +533,11 @@ func formedNode(hc *http.Client, n *tnode, metricsAddr string, size int, floor b
 		}
 	}
 	if alive != size {
+		if states != "" {
+			// A straggler lacks a member it does not know of yet, or
+			// one it suspects: the last nodes to form say which.
+			return fmt.Errorf("%d alive, %s", alive, states)
+		}
 		return fmt.Errorf("%d alive", alive)
 	}
 	if code != 200 {

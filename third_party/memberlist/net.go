@@ -946,10 +946,8 @@ func (m *Memberlist) sendUserMsg(a Address, sendBuf []byte) error {
 	}
 
 	header := userMsgHeader{UserMsgLen: len(sendBuf)}
-	hd := codec.MsgpackHandle{}
-	hd.TimeNotBuiltin = !m.config.MsgpackUseNewTimeFormat
-
-	enc := codec.NewEncoder(bufConn, &hd)
+	// toolnode: the shared handle (util.go).
+	enc := codec.NewEncoder(bufConn, msgpackHandle(m.config.MsgpackUseNewTimeFormat))
 	if err := enc.Encode(&header); err != nil {
 		return err
 	}
@@ -1061,8 +1059,7 @@ func (m *Memberlist) sendLocalState(conn net.Conn, join bool, streamLabel string
 
 	// Send our node state
 	header := pushPullHeader{Nodes: len(localNodes), UserStateLen: len(userData), Join: join}
-	hd := codec.MsgpackHandle{}
-	enc := codec.NewEncoder(bufConn, &hd)
+	enc := codec.NewEncoder(bufConn, msgpackHandle(true)) // toolnode: the shared handle (util.go)
 
 	// Begin state push
 	if _, err := bufConn.Write([]byte{byte(pushPullMsg)}); err != nil {
@@ -1203,8 +1200,7 @@ func (m *Memberlist) readStream(conn net.Conn, streamLabel string) (messageType,
 	}
 
 	// Get the msgPack decoders
-	hd := codec.MsgpackHandle{}
-	dec := codec.NewDecoder(bufConn, &hd)
+	dec := codec.NewDecoder(bufConn, msgpackHandle(true)) // toolnode: the shared handle (util.go)
 
 	// Check if we have a compressed message
 	if msgType == compressMsg {
@@ -1227,7 +1223,7 @@ func (m *Memberlist) readStream(conn net.Conn, streamLabel string) (messageType,
 		bufConn = bytes.NewReader(decomp[1:])
 
 		// Create a new decoder
-		dec = codec.NewDecoder(bufConn, &hd)
+		dec = codec.NewDecoder(bufConn, msgpackHandle(true)) // toolnode: the shared handle
 	}
 
 	return msgType, bufConn, dec, nil

@@ -39,9 +39,8 @@ func init() {
 
 // Decode reverses the encode operation on a byte slice input
 func decode(buf []byte, out any) error {
-	r := bytes.NewReader(buf)
-	hd := codec.MsgpackHandle{}
-	dec := codec.NewDecoder(r, &hd)
+	// toolnode: the shared handle, and the bytes decoded in place.
+	dec := codec.NewDecoderBytes(buf, msgpackHandle(true))
 	return dec.Decode(out)
 }
 
@@ -49,12 +48,37 @@ func decode(buf []byte, out any) error {
 func encode(msgType messageType, in any, msgpackUseNewTimeFormat bool) (*bytes.Buffer, error) {
 	buf := bytes.NewBuffer(nil)
 	buf.WriteByte(uint8(msgType))
-	hd := codec.MsgpackHandle{}
-	hd.TimeNotBuiltin = !msgpackUseNewTimeFormat
-
-	enc := codec.NewEncoder(buf, &hd)
+	// toolnode: the shared handle of the time format.
+	enc := codec.NewEncoder(buf, msgpackHandle(msgpackUseNewTimeFormat))
 	err := enc.Encode(in)
 	return buf, err
+}
+
+// toolnode: one msgpack handle per time format, shared by every encode
+// and decode. A handle caches what it learns of each type it meets (the
+// fields of a struct, the codec function of each); upstream made a new
+// handle for every message, so each alive, ping or ack message learned
+// its type again by reflection, most of the CPU of decoding one. A
+// handle that is not changed after it is made is safe for concurrent
+// use (go-msgpack's codec documentation); Encoders and Decoders are
+// still made per message. The handles are upstream's: the zero value
+// for decoding and for the new time format, TimeNotBuiltin for the old.
+var (
+	msgpackNewTime = &codec.MsgpackHandle{}
+	msgpackOldTime = func() *codec.MsgpackHandle {
+		h := &codec.MsgpackHandle{}
+		h.TimeNotBuiltin = true
+		return h
+	}()
+)
+
+// msgpackHandle is the shared handle: newTimeFormat is upstream's
+// !TimeNotBuiltin (decoding used upstream's zero value, true here).
+func msgpackHandle(newTimeFormat bool) *codec.MsgpackHandle {
+	if newTimeFormat {
+		return msgpackNewTime
+	}
+	return msgpackOldTime
 }
 
 // Returns a random offset between 0 and n
