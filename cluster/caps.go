@@ -259,11 +259,19 @@ func (c *Cluster) announce(delta []wireEntry) {
 		c.requestSync("")
 		return
 	}
+	c.gossipMsgs(msgs...)
+}
+
+// gossipMsgs queues msgs to gossip, keeping at most maxQueued, and wakes
+// memberlist's gossip, which sleeps while it has nothing to send.
+func (c *Cluster) gossipMsgs(msgs ...[]byte) {
 	for _, m := range msgs {
 		c.bq.QueueBroadcast(broadcast(m))
 	}
 	c.bq.Prune(maxQueued)
-	c.queued()
+	if ml := c.gossiper.Load(); ml != nil {
+		ml.BroadcastQueued()
+	}
 }
 
 // notifyMsg takes a message from another node: a gossiped delta, which it
@@ -277,9 +285,7 @@ func (c *Cluster) notifyMsg(buf []byte) {
 	}
 	news, refute := c.merge(groups)
 	if kind == msgDelta && news > 0 && len(buf) <= maxBroadcast {
-		c.bq.QueueBroadcast(broadcast(bytes.Clone(buf)))
-		c.bq.Prune(maxQueued)
-		c.queued()
+		c.gossipMsgs(bytes.Clone(buf))
 	}
 	c.announce(refute)
 }

@@ -133,7 +133,7 @@ type Cluster struct {
 	syncTo      map[string]bool // ... or to these
 
 	bq *memberlist.TransmitLimitedQueue // capability deltas to gossip
-	// gossiper is ml for queued, which memberlist's goroutines call
+	// gossiper is ml for gossipMsgs, which memberlist's goroutines call
 	// before Start has set ml.
 	gossiper    atomic.Pointer[memberlist.Memberlist]
 	clientProbe time.Duration // how often a client probes (Config.ClientProbeInterval)
@@ -435,14 +435,6 @@ func (c *Cluster) probeForRole(m Meta) {
 		c.ml.SetProbeTick(0)
 	} else {
 		c.ml.SetProbeTick(c.clientProbe)
-	}
-}
-
-// queued wakes memberlist's gossip for a broadcast just queued in bq:
-// gossip sleeps while it has nothing to send.
-func (c *Cluster) queued() {
-	if ml := c.gossiper.Load(); ml != nil {
-		ml.BroadcastQueued()
 	}
 }
 
