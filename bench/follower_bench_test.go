@@ -225,13 +225,14 @@ func (w *agentNewWriter) newSession(name string) error {
 // needs a client node and readers of events, is BenchmarkWriteVisible.)
 //
 // It reports each leg's writes/s and the ratios the goals name; for
-// every leg its cluster's CPU (user and system time of its three
-// processes, from /proc/PID/task/*/schedstat around each write or burst)
-// per write, and how many times its threads were put on a CPU per write,
-// and for a toolnode leg the same of each process (NAME-on-leader-...,
-// -on-follower-, the one a follower leg writes through, -on-other-);
-// and the CPU all processes of each toolnode cluster spent per iteration
-// (cpu-ms/iter: every toolnode cluster runs the same legs). An agent/new
+// every leg its cluster's CPU (user and system time of its processes,
+// from /proc/PID/task/*/schedstat around each write or burst) per write,
+// and how many times its threads were put on a CPU per write, and for a
+// toolnode leg the same of each process (NAME-on-leader-...,
+// -on-follower-, the one a follower leg writes through, -on-other-, and
+// the mixed cluster's -on-client-); and the CPU all processes of each
+// toolnode cluster spent per iteration (cpu-ms/iter: the mixed cluster
+// runs only the agent/new legs). An agent/new
 // leg also reports the client's mean time in each 9P step (NAME-open-µs:
 // the walk and open, -write-µs, -read-µs, -clunk-µs), and each cluster
 // how much longer a write through its follower took than one through its
@@ -275,8 +276,7 @@ func BenchmarkFollowerWritesInterleaved(b *testing.B) {
 	}
 	var clusters []*clusterCPU
 	var hopAddr string // this tree's cluster's follower, for the hop legs
-	toolnode := func(prefix, bin string, flags ...string) {
-		mixed := prefix == "mixed,"
+	toolnode := func(prefix, bin string, mixed bool, flags ...string) {
 		if mixed {
 			flags = append(flags, "-voters", "3") // the fourth node is a client
 		}
@@ -333,10 +333,10 @@ func BenchmarkFollowerWritesInterleaved(b *testing.B) {
 		}
 		clusters = append(clusters, &clusterCPU{prefix: prefix, c: c})
 	}
-	toolnode("", "")
-	toolnode("mixed,", "")
+	toolnode("", "", false)
+	toolnode("mixed,", "", true)
 	if bin := os.Getenv("TOOLNODE_BENCH_BASELINE"); bin != "" {
-		toolnode("baseline,", bin, strings.Fields(os.Getenv("TOOLNODE_BENCH_BASELINE_ARGS"))...)
+		toolnode("baseline,", bin, false, strings.Fields(os.Getenv("TOOLNODE_BENCH_BASELINE_ARGS"))...)
 	}
 	if _, err := exec.LookPath("etcd"); err == nil {
 		ec := startEtcd(b, 3)
@@ -618,7 +618,6 @@ func BenchmarkWriteVisible(b *testing.B) {
 		clusters = append(clusters, &cluster{prefix: prefix, c: c, w: w})
 	}
 	toolnode("", "")
-	toolnode("mixed,", "")
 	if bin := os.Getenv("TOOLNODE_BENCH_BASELINE"); bin != "" {
 		toolnode("baseline,", bin, strings.Fields(os.Getenv("TOOLNODE_BENCH_BASELINE_ARGS"))...)
 	}
