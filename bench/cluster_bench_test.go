@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -24,6 +23,8 @@ import (
 
 	"9fans.net/go/plan9"
 	"9fans.net/go/plan9/client"
+
+	"github.com/toolnode/toolnode/internal/testport"
 )
 
 // concurrency is the number of clients each write benchmark runs with.
@@ -197,37 +198,6 @@ func (p *proc) tail() string {
 		s = "…" + s[len(s)-4000:]
 	}
 	return s
-}
-
-// freePorts finds n distinct loopback addresses free for TCP and UDP
-// (gossip uses both).
-func freePorts(tb testing.TB, n int) []string {
-	tb.Helper()
-	var out []string
-	var held []io.Closer
-	defer func() {
-		for _, c := range held {
-			c.Close()
-		}
-	}()
-	for tries := 0; len(out) < n; tries++ {
-		if tries > 200 {
-			tb.Fatal("cannot find free loopback ports")
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			tb.Fatal(err)
-		}
-		held = append(held, ln)
-		addr := ln.Addr().String()
-		pc, err := net.ListenPacket("udp", addr)
-		if err != nil {
-			continue
-		}
-		held = append(held, pc)
-		out = append(out, addr)
-	}
-	return out
 }
 
 // childEnv is the environment of every process started here: nothing
@@ -435,7 +405,7 @@ func (c *tcluster) add(name string, join []string) *tnode {
 			tb.Fatal(err)
 		}
 	}
-	ports := freePorts(tb, 3)
+	ports := testport.Pick(tb, 3)
 	n.p9, n.gossip, n.clusterAddr = ports[0], ports[1], ports[2]
 	c.nodes = append(c.nodes, n)
 	return n
@@ -817,7 +787,7 @@ func startEtcd(b *testing.B, size int) *etcdCluster {
 		b.Skip("etcd not found in $PATH: install it (Debian: apt-get install etcd-server) to run the etcd baseline")
 	}
 	root := b.TempDir()
-	ports := freePorts(b, 2*size)
+	ports := testport.Pick(b, 2*size)
 	var names, peers []string
 	ec := &etcdCluster{}
 	for i := range size {

@@ -17,6 +17,8 @@ import (
 	"9fans.net/go/plan9"
 	"9fans.net/go/plan9/client"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolnode/toolnode/internal/testport"
 )
 
 // The MCP benchmarks time one tools/call through MCP, by the SDK's own
@@ -203,7 +205,7 @@ func keptLeg(b *testing.B, c *conn9, path, req, want string) leg {
 // built-in tools_all, a write to the agent's ctl file that runs nothing,
 // so what MCP adds shows without the exec's noise.
 func BenchmarkMCPCall(b *testing.B) {
-	mcpAddr := freePorts(b, 1)[0]
+	mcpAddr := testport.One(b)
 	l := startLoneWith(b, "-mcp", mcpAddr)
 	type stdioBridge struct {
 		name string
@@ -306,7 +308,7 @@ func BenchmarkMCPFloor(b *testing.B) {
 	echo := helperBin(b, "mcpecho")
 	echoCmd := exec.Command(echo)
 	stdio := mcpSession(b, &mcp.CommandTransport{Command: echoCmd})
-	addr := freePorts(b, 1)[0]
+	addr := testport.One(b)
 	p := startProc(b, childEnv(), echo, "-http", addr)
 	b.Cleanup(p.kill)
 	if err := waitLog(p, "serving", 30*time.Second); err != nil {

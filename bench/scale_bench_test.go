@@ -3,7 +3,6 @@ package bench
 import (
 	"fmt"
 	"io"
-	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	"9fans.net/go/plan9/client"
+
+	"github.com/toolnode/toolnode/internal/testport"
 )
 
 // BenchmarkScale starts N real node processes on loopback (n1 bootstraps,
@@ -141,7 +142,7 @@ func runScale(b *testing.B, size int, leg string) {
 			b.Skip("TOOLNODE_BENCH_BASELINE is not set")
 		}
 	}
-	ports := lowPorts(b, 4*size)
+	ports := testport.Pick(b, 4*size)
 	for i := 1; i <= size; i++ {
 		var join []string
 		if i > 1 {
@@ -657,44 +658,4 @@ func rssMiB(tb testing.TB, pid int) float64 {
 		}
 	}
 	return 0
-}
-
-// lowPorts picks n loopback ports free for TCP and UDP below the
-// kernel's ephemeral range, so that none of the many connections the
-// nodes open takes one between the pick and the bind.
-func lowPorts(tb testing.TB, n int) []string {
-	tb.Helper()
-	low := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		fmt.Sscan(string(b), &low)
-	}
-	const floor = 10000
-	if low-floor < 4*n {
-		return freePorts(tb, n)
-	}
-	seen := map[int]bool{}
-	var out []string
-	for tries := 0; len(out) < n; tries++ {
-		if tries > 100*n {
-			tb.Fatal("cannot find free loopback ports")
-		}
-		port := floor + mrand.IntN(low-floor)
-		if seen[port] {
-			continue
-		}
-		seen[port] = true
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			continue
-		}
-		pc, err := net.ListenPacket("udp", addr)
-		ln.Close()
-		if err != nil {
-			continue
-		}
-		pc.Close()
-		out = append(out, addr)
-	}
-	return out
 }

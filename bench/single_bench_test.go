@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"9fans.net/go/plan9"
+
+	"github.com/toolnode/toolnode/internal/testport"
 )
 
 // The single-node benchmarks measure what a user sees: a real node
@@ -91,7 +93,7 @@ func startMeta(i int) []byte {
 
 // nodeArgs are the flags of a lone node on fresh loopback ports.
 func nodeArgs(tb testing.TB, data, tools, agents string) (args []string, p9addr string) {
-	ports := freePorts(tb, 3)
+	ports := testport.Pick(tb, 3)
 	return []string{
 		"-name", "bench", "-data", data, "-tools", tools, "-agents", agents,
 		"-9p", ports[0], "-gossip", ports[1], "-cluster", ports[2],
@@ -530,7 +532,7 @@ func callOn(b *testing.B, c *conn9, path string) {
 func startGo9p(b *testing.B) *conn9 {
 	b.Helper()
 	bin := helperBin(b, "go9pstatic")
-	addr := freePorts(b, 1)[0]
+	addr := testport.One(b)
 	p := startProc(b, childEnv(), bin, addr)
 	b.Cleanup(p.kill)
 	if err := waitLog(p, "serving", 30*time.Second); err != nil {

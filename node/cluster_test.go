@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/toolnode/toolnode/internal/testport"
 )
 
 // startMember runs a node that joins the gossip addresses given (none:
@@ -127,10 +129,8 @@ func Test_Cluster_ThreeNodesForwardingFailover(t *testing.T) {
 func Test_Cluster_WholeClusterRestart(t *testing.T) {
 	root := t.TempDir()
 	gossip := map[string]string{}
-	for _, name := range []string{"n1", "n2", "n3"} {
-		l := listen(t) // a free port, for gossip's TCP and UDP
-		gossip[name] = l.Addr().String()
-		l.Close()
+	for i, addr := range testport.Pick(t, 3) { // kept across the restart
+		gossip[fmt.Sprintf("n%d", i+1)] = addr
 	}
 	n1 := startMemberAt(t, "n1", root, gossip["n1"])
 	n2 := startMemberAt(t, "n2", root, gossip["n2"], gossip["n1"])

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolnode/toolnode/internal/testport"
 )
 
 // A node that joins with no Raft state is a client without Raft: nothing
@@ -113,9 +115,7 @@ func Test_Client_OpensRaftOnlyWhenAdded(t *testing.T) {
 // them again as a client instead of bootstrapping a cluster of its own.
 func Test_Client_RestartedWithoutJoinDoesNotBootstrap(t *testing.T) {
 	root := t.TempDir()
-	l := listen(t) // a free port for n2's gossip, the same after the restart
-	g2 := l.Addr().String()
-	l.Close()
+	g2 := testport.One(t) // n2's gossip, the same after the restart
 	start := func(name, gossip string, join ...string) *Node {
 		t.Helper()
 		return startMemberWith(t, name, root, gossip, func(c *Config) { c.Voters = 1 }, join...)

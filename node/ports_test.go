@@ -4,6 +4,8 @@ import (
 	"net"
 	"strings"
 	"testing"
+
+	"github.com/toolnode/toolnode/internal/testport"
 )
 
 func Test_Ports_LoopbackHost(t *testing.T) {
@@ -95,9 +97,7 @@ func Test_Ports_RefusalsNameTheirFlag(t *testing.T) {
 
 // New refuses before it binds anything: the port stays free.
 func Test_Ports_NewRefusesBeforeListening(t *testing.T) {
-	ln := listen(t)
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := testport.One(t)
 	_, err := New(Config{Name: "n", DataDir: t.TempDir(), P9Addr: addr, GossipAddr: "0.0.0.0:0", ClusterAddr: "127.0.0.1:0", LogOutput: testWriter{t}})
 	if err == nil || !strings.Contains(err.Error(), "-gossip") {
 		t.Fatalf("New = %v, want a refusal naming -gossip", err)

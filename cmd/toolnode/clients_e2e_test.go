@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"9fans.net/go/plan9"
+
+	"github.com/toolnode/toolnode/internal/testport"
 )
 
 // rolesFormed reports whether every node lists every other alive, with
@@ -72,7 +74,7 @@ func Test_E2E_Clients(t *testing.T) {
 	t.Parallel()
 	var nodes []*cnode
 	metricsAt := map[string]string{}
-	ports := clusterPorts(t, 5)
+	ports := testport.Pick(t, 5)
 	for i := 1; i <= 5; i++ {
 		n := newCnode(t, fmt.Sprintf("k%d", i))
 		n.flags = append(n.flags, "-voters", "3", "-metrics", ports[i-1])

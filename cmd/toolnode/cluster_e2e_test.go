@@ -26,7 +26,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -37,6 +36,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/toolnode/toolnode/examples"
+	"github.com/toolnode/toolnode/internal/testport"
 )
 
 // ---- cluster members as processes
@@ -64,58 +64,9 @@ func newCnode(t *testing.T, name string) *cnode {
 			t.Fatal(err)
 		}
 	}
-	ports := clusterPorts(t, 3)
+	ports := testport.Pick(t, 3)
 	e.p9, e.gossip, e.cluster = ports[0], ports[1], ports[2]
 	return &cnode{name: name, e: e}
-}
-
-// handedOut are the ports clusterPorts has given in this process.
-var handedOut = struct {
-	sync.Mutex
-	m map[int]bool
-}{m: map[int]bool{}}
-
-// clusterPorts picks n loopback ports free for TCP and UDP below the
-// kernel's ephemeral range, so that no outgoing connection of the many
-// the nodes make can take one between the pick and the node's bind (or
-// its restart), and never the same port twice in one test process.
-// Where the ephemeral range leaves no room below it, freePorts.
-func clusterPorts(t *testing.T, n int) []string {
-	t.Helper()
-	low := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		fmt.Sscan(string(b), &low)
-	}
-	const floor = 10000
-	if low-floor < 2000 {
-		return freePorts(t, n)
-	}
-	handedOut.Lock()
-	defer handedOut.Unlock()
-	var out []string
-	for tries := 0; len(out) < n; tries++ {
-		if tries > 1000 {
-			t.Fatal("cannot find free loopback ports")
-		}
-		port := floor + mrand.IntN(low-floor)
-		if handedOut.m[port] {
-			continue
-		}
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			continue
-		}
-		pc, err := net.ListenPacket("udp", addr)
-		ln.Close()
-		if err != nil {
-			continue
-		}
-		pc.Close()
-		handedOut.m[port] = true
-		out = append(out, addr)
-	}
-	return out
 }
 
 // withExamples points the member at the example tools and profiles.

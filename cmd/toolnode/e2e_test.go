@@ -36,6 +36,7 @@ import (
 	"9fans.net/go/plan9/client"
 
 	"github.com/toolnode/toolnode/examples"
+	"github.com/toolnode/toolnode/internal/testport"
 )
 
 // binPath is the toolnode binary TestMain builds.
@@ -153,40 +154,9 @@ func newEnv(t *testing.T) *env {
 	if err := os.WriteFile(filepath.Join(tools, "e2e_write.meta"), []byte(e2eWriteMeta), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ports := freePorts(t, 3)
+	ports := testport.Pick(t, 3)
 	e.p9, e.gossip, e.cluster = ports[0], ports[1], ports[2]
 	return e
-}
-
-// freePorts finds n distinct loopback ports free for TCP and UDP (gossip
-// uses both).
-func freePorts(t *testing.T, n int) []string {
-	t.Helper()
-	var out []string
-	var held []io.Closer
-	defer func() {
-		for _, c := range held {
-			c.Close()
-		}
-	}()
-	for tries := 0; len(out) < n; tries++ {
-		if tries > 100 {
-			t.Fatal("cannot find free loopback ports")
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		held = append(held, ln)
-		addr := ln.Addr().String()
-		pc, err := net.ListenPacket("udp", addr)
-		if err != nil {
-			continue
-		}
-		held = append(held, pc)
-		out = append(out, addr)
-	}
-	return out
 }
 
 // childEnv is the environment of every process the test starts: no user

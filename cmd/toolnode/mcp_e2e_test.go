@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolnode/toolnode/internal/testport"
 )
 
 // listChanges records when each notifications/tools/list_changed arrived.
@@ -257,7 +259,7 @@ func Test_E2E_MCP_HTTP(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(a.e.tools, "echo_t.meta"), []byte(`{"description":"echo","cmd":"cat"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addr := clusterPorts(t, 1)[0]
+	addr := testport.One(t)
 	a.flags = append(a.flags, "-mcp", addr)
 	a.start(t)
 	a.p.waitLog(t, 10*time.Second, "serving MCP")

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolnode/toolnode/internal/testport"
 )
 
 func httpGet(url string) (int, string, error) {
@@ -31,7 +33,7 @@ func Test_E2E_Metrics(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(a.e.tools, "hello.meta"), []byte(`{"description":"hi","cmd":"echo hi"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ports := clusterPorts(t, 2)
+	ports := testport.Pick(t, 2)
 	a.flags = append(a.flags, "-metrics", ports[0])
 	b.flags = append(b.flags, "-metrics", ports[1])
 	a.start(t)

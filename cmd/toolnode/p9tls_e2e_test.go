@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"9fans.net/go/plan9/client"
+
+	"github.com/toolnode/toolnode/internal/testport"
 )
 
 // runTN runs the binary with environ and returns its standard output and
@@ -124,7 +126,7 @@ func TestP9TLSEndToEnd(t *testing.T) {
 		return secret
 	}
 	caller := newToken("call", "proxy-caller")
-	pp := freePorts(t, 1)[0]
+	pp := testport.One(t)
 	prox := spawnTN(t, append(e.childEnv(), "TOOLNODE_TOKEN="+caller),
 		"proxy", "-listen", pp, "-to", e.p9, "-tls-ca", ca.file)
 	prox.waitLog(t, 30*time.Second, "proxy: serving 9P on", "the proxy's token in every attach")
@@ -168,7 +170,7 @@ func TestP9TLSEndToEnd(t *testing.T) {
 	// session, and the admin token directly over TLS makes one.
 	adminSecret := readAdminToken(t, e)
 	reader := newToken("read", "proxy-reader")
-	rp := freePorts(t, 1)[0]
+	rp := testport.One(t)
 	rprox := spawnTN(t, append(e.childEnv(), "TOOLNODE_TOKEN="+reader),
 		"proxy", "-listen", rp, "-to", e.p9, "-tls-ca", ca.file)
 	rprox.waitLog(t, 30*time.Second, "proxy: serving 9P on")
@@ -198,7 +200,7 @@ func TestP9TLSEndToEnd(t *testing.T) {
 	afs.Close()
 	// A proxy whose token the node does not know gets its clients
 	// nothing.
-	bp := freePorts(t, 1)[0]
+	bp := testport.One(t)
 	bprox := spawnTN(t, append(e.childEnv(), "TOOLNODE_TOKEN=not-a-token"),
 		"proxy", "-listen", bp, "-to", e.p9, "-tls-ca", ca.file)
 	bprox.waitLog(t, 30*time.Second, "proxy: serving 9P on")

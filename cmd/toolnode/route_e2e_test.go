@@ -27,6 +27,8 @@ import (
 
 	"9fans.net/go/plan9"
 	"9fans.net/go/plan9/client"
+
+	"github.com/toolnode/toolnode/internal/testport"
 )
 
 // rtHostKeys are the variables that make the test's hosts differ; a node
@@ -118,7 +120,7 @@ func rtCluster(t *testing.T, specs ...rtSpec) []*rtNode {
 	t.Helper()
 	root := t.TempDir()
 	shared := filepath.Join(root, "shared")
-	ports := freePorts(t, 3*len(specs))
+	ports := testport.Pick(t, 3*len(specs))
 	var nodes []*rtNode
 	for i, s := range specs {
 		dir := filepath.Join(root, s.name)
