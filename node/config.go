@@ -129,6 +129,12 @@ type Config struct {
 	NudgeBarrier      bool
 	NoCommitBroadcast bool
 
+	// StreamLeaderless is how long a client follows a server that says
+	// it has no leader (cut off from it) before it moves to another;
+	// default stream.DefaultLeaderless; negative: it stays, as it did
+	// before (tests measure the difference).
+	StreamLeaderless time.Duration
+
 	// noRequestIDs proposes commands without a request id, as before ids
 	// existed: for the control of the test that shows what they prevent.
 	noRequestIDs bool

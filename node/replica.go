@@ -363,6 +363,7 @@ func (n *Node) startFollowing() {
 		Logf:        n.logger.Printf,
 		MaxEntry:    maxForward,
 		MaxSnapshot: stream.DefaultMaxSnapshot,
+		Leaderless:  n.cfg.StreamLeaderless,
 	})
 	ctx, cancel := context.WithCancel(n.ctx)
 	done := make(chan struct{})

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -94,4 +95,53 @@ func Test_Stream_ClientRefuses(t *testing.T) {
 	waitFor(t, "the refusal in the log", 5*time.Second, func() bool {
 		return len(buf.String()) > 0
 	})
+}
+
+// A client follows one server's stream. That server is cut off from the
+// other servers' Raft (a partition between servers that leaves the
+// client reaching it): it has no leader and gets no new entries, and the
+// client moves to a server that does, so it sees the writes made since.
+// The control, a client told to stay (StreamLeaderless < 0), misses them
+// for as long as the cut lasts.
+func Test_InMem_ClientLeavesServerCutOffFromLeader(t *testing.T) {
+	t.Parallel()
+	for _, protect := range []bool{true, false} {
+		leaderless := time.Second
+		if !protect {
+			leaderless = -1
+		}
+		c := newInmemClusterWith(t, 3, func(cfg *Config) { cfg.StreamLeaderless = leaderless }, "n1", "n2", "n3")
+		client := c.addClient("n4")
+		all := c.up()
+		waitAdminTokens(t, c)
+		waitFor(t, "n4 to follow a server", 10*time.Second, func() bool { return client.Ready() == nil })
+		st, _ := client.followerState()
+		followed := strings.TrimPrefix(st.Server, "raft-")
+		for _, o := range others(all, followed, "n4") {
+			c.cutRaft(followed, o)
+		}
+		var l *Node
+		waitFor(t, "a leader on the other side of the cut", 10*time.Second, func() bool {
+			l = c.leader()
+			return l != nil && l.Name() != followed
+		})
+		newSession(t, l, "during")
+		idx := l.fsm.LastIndex()
+		if !protect {
+			deadline := time.Now().Add(4 * time.Second) // twice what the client needs to move
+			for time.Now().Before(deadline) {
+				if client.fsm.LastIndex() >= idx {
+					t.Fatalf("control: n4 applied index %d while following %s, cut off", idx, followed)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			c.heal()
+			continue
+		}
+		waitFor(t, "n4 to apply the write made during the cut", 15*time.Second, func() bool { return client.fsm.LastIndex() >= idx })
+		if st, _ := client.followerState(); st.Server == "raft-"+followed {
+			t.Fatalf("n4 has the write but still follows %s", followed)
+		}
+		c.heal()
+	}
 }

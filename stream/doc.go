@@ -22,7 +22,11 @@
 //
 // A client leaves a server silent for five heartbeats; the node leaves
 // one sooner (Follower.Leave) when gossip calls it failed or left, as a
-// partition keeps the connection open and silent.
+// partition keeps the connection open and silent. A server cut off from
+// the leader alone stays heard but gets no new entries; its heartbeat
+// says it has no leader, and a client that has heard that for
+// FollowerConfig.Leaderless (5 s, longer than an election) moves to a
+// server not left for this in the last 30 s, if there is one.
 //
 // The stream is resumable from any index, so a client whose server dies
 // dials the next one (servers are ranked per client by rendezvous hashing

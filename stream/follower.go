@@ -26,6 +26,11 @@ const (
 	DefaultMaxSnapshot = 1 << 30
 	retryFailed        = 2 * time.Second // a server that failed is tried again after this
 	rebalanceEvery     = 5 * time.Second // how often a client checks that it follows its best-ranked server
+	// DefaultLeaderless is how long a client follows a server that says
+	// it has no leader before it moves to another: longer than an
+	// election, so a leader's failure moves no client.
+	DefaultLeaderless = 5 * time.Second
+	retryAdrift       = 30 * time.Second // a server left for having no leader is tried again after this
 )
 
 // errRebalance ends following a server that is no longer this client's
@@ -33,6 +38,16 @@ const (
 // that connected while the cluster had one server spread once it has
 // more.
 var errRebalance = errors.New("a better-ranked server is up: moving to it")
+
+// errAdrift ends following a server that has had no leader for
+// FollowerConfig.Leaderless while another server may have one: a server
+// cut off from the leader sends no new entries, and a client that stayed
+// would serve what it had until the partition healed.
+type errAdrift struct{ d time.Duration }
+
+func (e errAdrift) Error() string {
+	return fmt.Sprintf("it has had no leader for %s: moving to another server", e.d.Round(time.Millisecond))
+}
 
 // FollowerConfig configures a Follower.
 type FollowerConfig struct {
@@ -57,6 +72,11 @@ type FollowerConfig struct {
 	MaxEntry    int           // cap of one entry; default DefaultMaxEntry
 	MaxSnapshot int           // cap of a snapshot; default DefaultMaxSnapshot
 	Rebalance   time.Duration // how often to check for a better-ranked server; default 5s
+	// Leaderless is how long the server followed may say it has no
+	// leader before the client moves to another server (one not left
+	// for this in the last 30s); default DefaultLeaderless; negative:
+	// the client stays.
+	Leaderless time.Duration
 }
 
 // Follower keeps a replica current from the servers' streams.
@@ -69,6 +89,7 @@ type Follower struct {
 	heard     time.Time // its last frame
 	status    Status
 	failed    map[string]time.Time // server → when it last failed
+	adrift    map[string]time.Time // server → when the client last left it for having no leader
 	moves     int                  // servers left after a failure
 	conn      net.Conn             // the connection follow runs on
 	connTo    string               // its server
@@ -92,7 +113,10 @@ func NewFollower(cfg FollowerConfig) *Follower {
 	if cfg.Rebalance <= 0 {
 		cfg.Rebalance = rebalanceEvery
 	}
-	return &Follower{cfg: cfg, failed: map[string]time.Time{}}
+	if cfg.Leaderless == 0 {
+		cfg.Leaderless = DefaultLeaderless
+	}
+	return &Follower{cfg: cfg, failed: map[string]time.Time{}, adrift: map[string]time.Time{}}
 }
 
 // Rank orders servers for a client by rendezvous hashing of the client's
@@ -128,15 +152,25 @@ func mix(x uint64) uint64 {
 }
 
 // pick is the best-ranked server that has not failed lately.
-func (f *Follower) pick() string {
+func (f *Follower) pick() string { return f.pickExcept("") }
+
+// pickExcept is pick with server not among the choices.
+func (f *Follower) pickExcept(server string) string {
 	ranked := Rank(f.cfg.Name, f.cfg.Servers())
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	now := time.Now()
 	for _, s := range ranked {
-		if t, ok := f.failed[s]; !ok || now.Sub(t) > retryFailed {
-			return s
+		if s == server {
+			continue
 		}
+		if t, ok := f.failed[s]; ok && now.Sub(t) <= retryFailed {
+			continue
+		}
+		if t, ok := f.adrift[s]; ok && now.Sub(t) <= retryAdrift {
+			continue
+		}
+		return s
 	}
 	return ""
 }
@@ -170,7 +204,11 @@ func (f *Follower) Run(ctx context.Context) error {
 			continue
 		}
 		f.mu.Lock()
-		f.failed[addr] = time.Now()
+		if errors.As(err, new(errAdrift)) {
+			f.adrift[addr] = time.Now()
+		} else {
+			f.failed[addr] = time.Now()
+		}
 		f.server = ""
 		f.moves++
 		f.mu.Unlock()
@@ -209,8 +247,27 @@ func (f *Follower) follow(ctx context.Context, addr string) error {
 	first := true
 	checked := time.Now()
 	var lastStatus []byte // the last heartbeat's status, as sent
+	// leaderless: since when the server has said it has no leader (zero
+	// while it has one). While it lasts the read waits no longer than
+	// until the client should move, and then moves if another server can
+	// be followed, or looks again a while later.
+	var leaderless time.Time
+	lastFrame := time.Now()
 	for {
-		fr, err := readFrame(br, c, lim, idle, 5*time.Minute)
+		wait, timed := max(time.Until(lastFrame.Add(idle)), 0), false
+		if !leaderless.IsZero() && f.cfg.Leaderless > 0 {
+			left := time.Until(leaderless.Add(f.cfg.Leaderless))
+			if left <= 0 {
+				if f.pickExcept(addr) != "" {
+					return errAdrift{time.Since(leaderless)}
+				}
+				left = f.cfg.Leaderless // nowhere to go yet (gossip may not know the others)
+			}
+			if left < wait {
+				wait, timed = left, true
+			}
+		}
+		fr, err := readFrame(br, c, lim, wait, 5*time.Minute)
 		if err != nil {
 			f.mu.Lock()
 			dropped := f.dropped
@@ -218,8 +275,12 @@ func (f *Follower) follow(ctx context.Context, addr string) error {
 			if dropped {
 				return errors.New("gossip says it failed or left")
 			}
+			if timed && errors.Is(err, errIdle) {
+				continue // the stream is intact: look again
+			}
 			return err
 		}
+		lastFrame = time.Now()
 		switch fr.kind {
 		case frameSnapshot:
 			if err := f.cfg.Restore(fr.index, bytes.NewReader(fr.data)); err != nil {
@@ -245,6 +306,12 @@ func (f *Follower) follow(ctx context.Context, addr string) error {
 				f.mu.Lock()
 				f.status = st
 				f.mu.Unlock()
+				switch {
+				case st.Leader != "":
+					leaderless = time.Time{}
+				case leaderless.IsZero():
+					leaderless = time.Now()
+				}
 			}
 			f.mu.Lock()
 			f.serverIdx = fr.index

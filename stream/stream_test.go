@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,6 +32,8 @@ type server struct {
 	stop context.CancelFunc
 
 	snapshots int // served
+	// adrift: the server says it has no leader (cut off from it).
+	adrift atomic.Bool
 }
 
 func newServer(t *testing.T, window int) *server {
@@ -42,7 +45,12 @@ func newServer(t *testing.T, window int) *server {
 		WindowEntries: window,
 		Heartbeat:     100 * time.Millisecond,
 		Logf:          t.Logf,
-		Status:        func() stream.Status { return stream.Status{Leader: "L", LeaderAddr: "l:1"} },
+		Status: func() stream.Status {
+			if s.adrift.Load() {
+				return stream.Status{}
+			}
+			return stream.Status{Leader: "L", LeaderAddr: "l:1"}
+		},
 		Snapshot: func() (uint64, func(io.Writer) error, error) {
 			s.mu.Lock()
 			defer s.mu.Unlock()
@@ -123,8 +131,10 @@ type client struct {
 	// heartbeat is the servers' heartbeat the follower expects; 0:
 	// 100 ms.
 	heartbeat time.Duration
-	cancel    context.CancelFunc
-	done      chan error
+	// leaderless is FollowerConfig.Leaderless; 0: 300 ms.
+	leaderless time.Duration
+	cancel     context.CancelFunc
+	done       chan error
 }
 
 // preferring is a client name whose first choice among addrs is want.
@@ -137,7 +147,12 @@ func preferring(addrs []string, want string) string {
 }
 
 func newClient(t *testing.T, name string, servers ...string) *client {
-	c := &client{t: t, fsm: raftfsm.New(nil), servers: servers}
+	return newClientWith(t, 0, name, servers...)
+}
+
+// newClientWith is newClient with FollowerConfig.Leaderless.
+func newClientWith(t *testing.T, leaderless time.Duration, name string, servers ...string) *client {
+	c := &client{t: t, fsm: raftfsm.New(nil), servers: servers, leaderless: leaderless}
 	c.fsm.SetLogf(t.Logf)
 	c.f = c.follower(name)
 	return c
@@ -147,6 +162,10 @@ func (c *client) follower(name string) *stream.Follower {
 	hb := c.heartbeat
 	if hb == 0 {
 		hb = 100 * time.Millisecond
+	}
+	leaderless := c.leaderless
+	if leaderless == 0 {
+		leaderless = 300 * time.Millisecond
 	}
 	return stream.NewFollower(stream.FollowerConfig{
 		Name: name,
@@ -177,9 +196,10 @@ func (c *client) follower(name string) *stream.Follower {
 			c.applied = append(c.applied, index)
 			return c.fsm.Restore(io.NopCloser(r))
 		},
-		Heartbeat: hb,
-		Rebalance: 300 * time.Millisecond,
-		Logf:      c.t.Logf,
+		Heartbeat:  hb,
+		Rebalance:  300 * time.Millisecond,
+		Leaderless: leaderless,
+		Logf:       c.t.Logf,
 	})
 }
 
@@ -350,6 +370,86 @@ func TestStreamServerDeathMoves(t *testing.T) {
 	c.checkSequence(b)
 	if st := c.f.State(); st.Moves < 1 {
 		t.Errorf("moves %d, want at least 1", st.Moves)
+	}
+}
+
+// A server cut off from the leader keeps serving its stream but gets no
+// new entries, and says it has no leader: its client moves to a server
+// that gets them, and does not go back while rebalancing. The control,
+// a client that stays with a leaderless server (Leaderless < 0), misses
+// the entries for as long as the cut lasts.
+func TestStreamLeavesLeaderlessServer(t *testing.T) {
+	for _, protect := range []bool{true, false} {
+		a, b := newServer(t, 1000), newServer(t, 1000)
+		both := func(n int) { a.apply(n); b.apply(n) }
+		both(5)
+		addrs := []string{a.ln.Addr().String(), b.ln.Addr().String()}
+		const wait = 300 * time.Millisecond
+		leaderless := wait
+		if !protect {
+			leaderless = -1
+		}
+		c := newClientWith(t, leaderless, preferring(addrs, addrs[0]), addrs...)
+		c.start()
+		c.waitFor(a)
+		a.adrift.Store(true)
+		a.hub.StatusChanged()
+		b.apply(7) // the leader's entries reach b only
+		if !protect {
+			time.Sleep(5 * wait) // five times the protection's wait
+			st := c.f.State()
+			if st.Server != addrs[0] || c.fsm.LastIndex() >= b.fsm.LastIndex() {
+				t.Fatalf("control: following %q at index %d (b at %d); want a client stuck on a", st.Server, c.fsm.LastIndex(), b.fsm.LastIndex())
+			}
+			c.stop()
+			continue
+		}
+		c.waitFor(b)
+		if st := c.f.State(); st.Server != addrs[1] || st.Moves != 1 {
+			t.Fatalf("following %q after %d moves, want b after 1", st.Server, st.Moves)
+		}
+		// Rebalancing (every 300 ms) would prefer a: the client stays
+		// on b while a is remembered as adrift.
+		for range 4 {
+			b.apply(1)
+			time.Sleep(300 * time.Millisecond)
+		}
+		c.waitFor(b)
+		c.checkSequence(b)
+		if st := c.f.State(); st.Server != addrs[1] {
+			t.Fatalf("went back to %q", st.Server)
+		}
+		c.stop()
+	}
+}
+
+// With no other server to go to, a client stays with a leaderless one
+// (the whole cluster is electing, or has lost its quorum, or gossip has
+// not yet told of the others), and still gets what it sends. Once
+// another server is known, the client moves to it.
+func TestStreamStaysWithOnlyServerLeaderless(t *testing.T) {
+	a, b := newServer(t, 1000), newServer(t, 1000)
+	a.apply(3)
+	b.apply(3)
+	c := newClient(t, "c", a.ln.Addr().String())
+	c.start()
+	c.waitFor(a)
+	a.adrift.Store(true)
+	a.hub.StatusChanged()
+	time.Sleep(time.Second) // three times Leaderless
+	a.apply(2)
+	c.waitFor(a)
+	c.checkSequence(a)
+	if st := c.f.State(); st.Moves != 0 || st.Server != a.ln.Addr().String() {
+		t.Fatalf("following %q after %d moves with nowhere to go", st.Server, st.Moves)
+	}
+	b.apply(4)
+	c.mu.Lock()
+	c.servers = append(c.servers, b.ln.Addr().String())
+	c.mu.Unlock()
+	c.waitFor(b)
+	if st := c.f.State(); st.Server != b.ln.Addr().String() {
+		t.Fatalf("following %q once b is known, want b", st.Server)
 	}
 }
 

@@ -42,6 +42,10 @@ type Status struct {
 	Servers    []Server `json:"servers,omitempty"`
 }
 
+// errIdle is readFrame's answer when no frame began within its idle
+// wait: nothing of the stream was read, so it may be read on.
+var errIdle = errors.New("stream: no frame")
+
 // ErrTooBig is a frame over its cap.
 var ErrTooBig = errors.New("stream: frame too big")
 
@@ -88,7 +92,11 @@ func readFrame(br *bufio.Reader, c net.Conn, lim limits, idle, body time.Duratio
 	var f frame
 	c.SetReadDeadline(time.Now().Add(idle))
 	var hdr [13]byte
-	if _, err := io.ReadFull(br, hdr[:]); err != nil {
+	if n, err := io.ReadFull(br, hdr[:]); err != nil {
+		var ne net.Error
+		if n == 0 && errors.As(err, &ne) && ne.Timeout() {
+			return f, fmt.Errorf("%w in %s: %w", errIdle, idle, err)
+		}
 		return f, err
 	}
 	f.kind, f.index = hdr[0], binary.BigEndian.Uint64(hdr[1:9])
