@@ -377,6 +377,9 @@ func (f *Follower) Ready() error {
 	if time.Since(st.Heard) > 3*f.cfg.Heartbeat {
 		return fmt.Errorf("server %s silent for %s", st.Server, time.Since(st.Heard).Round(time.Millisecond))
 	}
+	if st.Status.Leader == "" {
+		return fmt.Errorf("server %s knows no leader", st.Server)
+	}
 	if idx := f.cfg.Index(); idx < st.ServerIndex {
 		return fmt.Errorf("catching up: applied index %d of server %s's %d", idx, st.Server, st.ServerIndex)
 	}

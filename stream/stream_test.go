@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -438,10 +439,20 @@ func TestStreamStaysWithOnlyServerLeaderless(t *testing.T) {
 	a.hub.StatusChanged()
 	time.Sleep(time.Second) // three times Leaderless
 	a.apply(2)
-	c.waitFor(a)
+	deadline := time.Now().Add(10 * time.Second)
+	for c.fsm.LastIndex() < a.fsm.LastIndex() {
+		if time.Now().After(deadline) {
+			t.Fatalf("replica at index %d, a at %d", c.fsm.LastIndex(), a.fsm.LastIndex())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	c.checkSequence(a)
 	if st := c.f.State(); st.Moves != 0 || st.Server != a.ln.Addr().String() {
 		t.Fatalf("following %q after %d moves with nowhere to go", st.Server, st.Moves)
+	}
+	// Caught up, but not ready: what it has may be stale.
+	if err := c.f.Ready(); err == nil || !strings.Contains(err.Error(), "knows no leader") {
+		t.Fatalf("Ready with a leaderless server = %v", err)
 	}
 	b.apply(4)
 	c.mu.Lock()
