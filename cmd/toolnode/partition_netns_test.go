@@ -5,8 +5,10 @@
 // same bridge is where the test's 9P connections come from. The leader is
 // cut off (its bridge port set down) for a minute, then healed, while
 // clients write throughout; gossip and Raft must agree again within
-// healWithin, and the whole history must be linearizable. It needs root
-// and ip(8), and touches nothing outside the namespaces it makes (a
+// healWithin, and the whole history must be linearizable. A second test
+// cuts one server off from the others alone (blackhole routes), with a
+// client that still reaches it. Both need root
+// and ip(8), and touch nothing outside the namespaces they make (a
 // private 10.213.X.0/24 lives only inside them).
 
 package main
@@ -417,4 +419,110 @@ func newEnvNoFiles() []string {
 		}
 	}
 	return out
+}
+
+// blackhole drops, inside host's namespace, what it sends to the others'
+// addresses (or, with drop false, lets it through again): with the
+// same done on each of the others, a cut between those hosts alone, the
+// bridge and every other host unaffected.
+func (l *netLab) blackhole(host *nsNode, drop bool, others ...*nsNode) {
+	verb := "add"
+	if !drop {
+		verb = "del"
+	}
+	for _, o := range others {
+		ip, _, _ := net.SplitHostPort(o.e.cluster)
+		ipCmd(l.t, "-n", host.ns, "route", verb, "blackhole", ip+"/32")
+	}
+}
+
+// A partial partition: the server a client follows is cut off from the
+// other servers, and the client still reaches it. That server has no
+// leader and gets nothing new; the client moves to a server that does,
+// and reads a write made through the leader during the cut. After the
+// network heals, the cut-off server has the write too.
+func Test_E2E_Partition_ClientLeavesServerCutOffFromLeader(t *testing.T) {
+	lab := newNetLab(t)
+	var key [32]byte
+	rand.Read(key[:])
+	environ := append(newEnvNoFiles(), "TOOLNODE_GOSSIP_KEY="+base64.StdEncoding.EncodeToString(key[:]))
+	common := []string{"-9p-anon", "admin", "-voters", "3"}
+	if help, _ := exec.Command(binPath, "serve", "-h").CombinedOutput(); strings.Contains(string(help), "-insecure") {
+		common = append(common, "-insecure") // 9P on a non-loopback address, test only
+	}
+	var hosts []*nsNode
+	var servers []*cnode
+	for i := 1; i <= 4; i++ {
+		n := lab.newNode("n"+strconv.Itoa(i), 10+i)
+		n.flags = append(n.flags, common...)
+		if i > 1 {
+			n.flags = append(n.flags, "-join", hosts[0].e.gossip)
+		}
+		hosts = append(hosts, n)
+		if i <= 3 {
+			servers = append(servers, n.cnode)
+		}
+	}
+	for i, n := range hosts {
+		if i == 3 { // the client, once the three servers are in Raft
+			waitFormed(t, 60*time.Second, servers...)
+		}
+		n.launch(t, append(environ, "XDG_CONFIG_HOME="+n.e.config))
+		if i == 0 {
+			n.waitServing(t, 60*time.Second)
+		}
+	}
+	client := hosts[3]
+	line := client.p.waitLog(t, 30*time.Second, "stream: following server")
+	var followed *nsNode
+	for _, h := range hosts[:3] {
+		if strings.Contains(line, " "+h.e.cluster+" ") {
+			followed = h
+		}
+	}
+	if followed == nil {
+		t.Fatalf("the client follows none of the servers: %s", line)
+	}
+	mustAsk9(t, servers[0], "session/new", "name=before")
+	pollUntil(t, 20*time.Second, "the client to read the write before the cut", func() (bool, string) {
+		s, err := read9(client.e.p9, "session/idx")
+		return err == nil && strings.Contains(s, "before"), fmt.Sprint(s, err)
+	})
+
+	rest := []*nsNode{}
+	for _, h := range hosts[:3] {
+		if h != followed {
+			rest = append(rest, h)
+		}
+	}
+	lab.blackhole(followed, true, rest...)
+	for _, h := range rest {
+		lab.blackhole(h, true, followed)
+	}
+	cut := time.Now()
+	t.Logf("cut %s (the server %s follows) off from %s and %s", followed.name, client.name, rest[0].name, rest[1].name)
+	var leader *cnode
+	pollUntil(t, 30*time.Second, "a leader on the majority side", func() (bool, string) {
+		l := currentLeaderNow([]*cnode{rest[0].cnode, rest[1].cnode})
+		if leader = byName(servers, l); l == followed.name {
+			leader = nil // not yet seen gone
+		}
+		return leader != nil, "leader " + l
+	})
+	mustAsk9(t, leader, "session/new", "name=during")
+	took := pollUntil(t, 30*time.Second, "the client to read the write made during the cut", func() (bool, string) {
+		s, err := read9(client.e.p9, "session/idx")
+		return err == nil && strings.Contains(s, "during"), fmt.Sprint(s, err)
+	})
+	t.Logf("FIGURE the client read the write %v after it was made (%v after the cut)", took.Round(time.Millisecond), time.Since(cut).Round(time.Millisecond))
+	client.p.waitLog(t, 5*time.Second, "left server "+followed.e.cluster, "no leader")
+
+	lab.blackhole(followed, false, rest...)
+	for _, h := range rest {
+		lab.blackhole(h, false, followed)
+	}
+	pollUntil(t, 30*time.Second, followed.name+" to have the write once healed", func() (bool, string) {
+		s, err := read9(followed.e.p9, "session/idx")
+		return err == nil && strings.Contains(s, "during"), fmt.Sprint(s, err)
+	})
 }
