@@ -26,7 +26,9 @@
 // the leader alone stays heard but gets no new entries; its heartbeat
 // says it has no leader, and a client that has heard that for
 // FollowerConfig.Leaderless (5 s, longer than an election) moves to a
-// server not left for this in the last 30 s, if there is one.
+// server not left for this in the last 30 s, if there is one; back on
+// the server it left, it leaves again at once while that server still
+// has no leader.
 //
 // The stream is resumable from any index, so a client whose server dies
 // dials the next one (servers are ranked per client by rendezvous hashing

@@ -30,7 +30,9 @@ const (
 	// it has no leader before it moves to another: longer than an
 	// election, so a leader's failure moves no client.
 	DefaultLeaderless = 5 * time.Second
-	retryAdrift       = 30 * time.Second // a server left for having no leader is tried again after this
+	// DefaultRetryAdrift is how long a client does not go back to a
+	// server it left for having no leader.
+	DefaultRetryAdrift = 30 * time.Second
 )
 
 // errRebalance ends following a server that is no longer this client's
@@ -74,9 +76,12 @@ type FollowerConfig struct {
 	Rebalance   time.Duration // how often to check for a better-ranked server; default 5s
 	// Leaderless is how long the server followed may say it has no
 	// leader before the client moves to another server (one not left
-	// for this in the last 30s); default DefaultLeaderless; negative:
-	// the client stays.
-	Leaderless time.Duration
+	// for this in the last RetryAdrift); default DefaultLeaderless;
+	// negative: the client stays. A server left for this once is left
+	// at its first such word when the client comes back to it, until it
+	// has been heard to have a leader again.
+	Leaderless  time.Duration
+	RetryAdrift time.Duration // default DefaultRetryAdrift
 }
 
 // Follower keeps a replica current from the servers' streams.
@@ -115,6 +120,9 @@ func NewFollower(cfg FollowerConfig) *Follower {
 	}
 	if cfg.Leaderless == 0 {
 		cfg.Leaderless = DefaultLeaderless
+	}
+	if cfg.RetryAdrift <= 0 {
+		cfg.RetryAdrift = DefaultRetryAdrift
 	}
 	return &Follower{cfg: cfg, failed: map[string]time.Time{}, adrift: map[string]time.Time{}}
 }
@@ -167,7 +175,7 @@ func (f *Follower) pickExcept(server string) string {
 		if t, ok := f.failed[s]; ok && now.Sub(t) <= retryFailed {
 			continue
 		}
-		if t, ok := f.adrift[s]; ok && now.Sub(t) <= retryAdrift {
+		if t, ok := f.adrift[s]; ok && now.Sub(t) <= f.cfg.RetryAdrift {
 			continue
 		}
 		return s
@@ -252,11 +260,20 @@ func (f *Follower) follow(ctx context.Context, addr string) error {
 	// until the client should move, and then moves if another server can
 	// be followed, or looks again a while later.
 	var leaderless time.Time
+	// grace is Leaderless, or nothing for a server left for having no
+	// leader that has not been heard to have one since: a client that
+	// comes back to it while the partition lasts leaves at once.
+	grace := f.cfg.Leaderless
+	f.mu.Lock()
+	if _, ok := f.adrift[addr]; ok {
+		grace = 0
+	}
+	f.mu.Unlock()
 	lastFrame := time.Now()
 	for {
 		wait, timed := max(time.Until(lastFrame.Add(idle)), 0), false
 		if !leaderless.IsZero() && f.cfg.Leaderless > 0 {
-			left := time.Until(leaderless.Add(f.cfg.Leaderless))
+			left := time.Until(leaderless.Add(grace))
 			if left <= 0 {
 				if f.pickExcept(addr) != "" {
 					return errAdrift{time.Since(leaderless)}
@@ -309,6 +326,12 @@ func (f *Follower) follow(ctx context.Context, addr string) error {
 				switch {
 				case st.Leader != "":
 					leaderless = time.Time{}
+					if grace == 0 {
+						grace = f.cfg.Leaderless
+						f.mu.Lock()
+						delete(f.adrift, addr)
+						f.mu.Unlock()
+					}
 				case leaderless.IsZero():
 					leaderless = time.Now()
 				}

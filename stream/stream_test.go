@@ -134,8 +134,10 @@ type client struct {
 	heartbeat time.Duration
 	// leaderless is FollowerConfig.Leaderless; 0: 300 ms.
 	leaderless time.Duration
-	cancel     context.CancelFunc
-	done       chan error
+	// retryAdrift is FollowerConfig.RetryAdrift; 0: its default.
+	retryAdrift time.Duration
+	cancel      context.CancelFunc
+	done        chan error
 }
 
 // preferring is a client name whose first choice among addrs is want.
@@ -197,10 +199,11 @@ func (c *client) follower(name string) *stream.Follower {
 			c.applied = append(c.applied, index)
 			return c.fsm.Restore(io.NopCloser(r))
 		},
-		Heartbeat:  hb,
-		Rebalance:  300 * time.Millisecond,
-		Leaderless: leaderless,
-		Logf:       c.t.Logf,
+		Heartbeat:   hb,
+		Rebalance:   300 * time.Millisecond,
+		Leaderless:  leaderless,
+		RetryAdrift: c.retryAdrift,
+		Logf:        c.t.Logf,
 	})
 }
 
@@ -422,6 +425,67 @@ func TestStreamLeavesLeaderlessServer(t *testing.T) {
 		}
 		c.stop()
 	}
+}
+
+// A client that comes back to a server it left for having no leader
+// (rebalancing prefers it) leaves it at once while it still has none,
+// rather than after Leaderless again; once it has a leader again, the
+// client stays.
+func TestStreamLeavesAdriftServerAtOnceWhenBack(t *testing.T) {
+	a, b := newServer(t, 1000), newServer(t, 1000)
+	a.apply(3)
+	b.apply(3)
+	addrs := []string{a.ln.Addr().String(), b.ln.Addr().String()}
+	const leaderless = 2 * time.Second
+	c := &client{t: t, fsm: raftfsm.New(nil), servers: addrs, leaderless: leaderless, retryAdrift: 300 * time.Millisecond}
+	c.fsm.SetLogf(t.Logf)
+	c.f = c.follower(preferring(addrs, addrs[0]))
+	c.start()
+	c.waitFor(a)
+	a.adrift.Store(true)
+	a.hub.StatusChanged()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.f.State().Server != addrs[1] {
+		if time.Now().After(deadline) {
+			t.Fatalf("still following %q", c.f.State().Server)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Three seconds of rebalancing towards a, every 300 ms.
+	var onA, longest time.Duration
+	last := time.Now()
+	for end := last.Add(3 * time.Second); time.Now().Before(end); {
+		time.Sleep(5 * time.Millisecond)
+		now := time.Now()
+		if c.f.State().Server == addrs[0] {
+			onA += now.Sub(last)
+			longest = max(longest, onA)
+		} else {
+			onA = 0
+		}
+		last = now
+	}
+	st := c.f.State()
+	t.Logf("%d moves; longest stay on the leaderless server when back: %v", st.Moves, longest)
+	if st.Moves < 2 {
+		t.Fatalf("%d moves: the client never came back to a", st.Moves)
+	}
+	if longest >= leaderless/2 {
+		t.Fatalf("back on the leaderless server for %v (Leaderless %v)", longest, leaderless)
+	}
+	b.apply(2)
+	c.waitFor(b)
+	a.adrift.Store(false)
+	a.hub.StatusChanged()
+	deadline = time.Now().Add(10 * time.Second)
+	for c.f.State().Server != addrs[0] {
+		if time.Now().After(deadline) {
+			t.Fatalf("following %q after a has a leader again, want a", c.f.State().Server)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	a.apply(10)
+	c.waitFor(a)
 }
 
 // With no other server to go to, a client stays with a leaderless one
