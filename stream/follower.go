@@ -292,8 +292,11 @@ func (f *Follower) follow(ctx context.Context, addr string) error {
 			if dropped {
 				return errors.New("gossip says it failed or left")
 			}
-			if timed && errors.Is(err, errIdle) {
-				continue // the stream is intact: look again
+			if errors.Is(err, errIdle) {
+				if timed {
+					continue // the stream is intact: look again
+				}
+				return fmt.Errorf("silent for %s: %w", time.Since(lastFrame).Round(time.Millisecond), err)
 			}
 			return err
 		}

@@ -95,7 +95,7 @@ func readFrame(br *bufio.Reader, c net.Conn, lim limits, idle, body time.Duratio
 	if n, err := io.ReadFull(br, hdr[:]); err != nil {
 		var ne net.Error
 		if n == 0 && errors.As(err, &ne) && ne.Timeout() {
-			return f, fmt.Errorf("%w in %s: %w", errIdle, idle, err)
+			return f, fmt.Errorf("%w: %w", errIdle, err)
 		}
 		return f, err
 	}
