@@ -25,6 +25,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -89,6 +90,9 @@ type netLab struct {
 	subnet string // "10.213.X."
 	bridge string // the namespace holding the bridge
 	client string // the namespace the test dials from
+	// environ is the nodes' environment, with the cluster's gossip key
+	// (newMembers).
+	environ []string
 }
 
 func ipCmd(t *testing.T, args ...string) {
@@ -148,6 +152,35 @@ func (l *netLab) cut(suffix string, down bool) {
 		state = "down"
 	}
 	ipCmd(l.t, "-n", l.bridge, "link", "set", l.port(suffix), state)
+}
+
+// newMembers makes the nodes n1…nN, on hosts .11 on, each joining n1,
+// with a new gossip key for the cluster and the flags every partition
+// test's node takes, then extra.
+func (l *netLab) newMembers(n int, extra ...string) []*nsNode {
+	var key [32]byte
+	rand.Read(key[:])
+	l.environ = append(newEnvNoFiles(), "TOOLNODE_GOSSIP_KEY="+base64.StdEncoding.EncodeToString(key[:]))
+	common := []string{"-9p-anon", "admin"}
+	if help, _ := exec.Command(binPath, "serve", "-h").CombinedOutput(); strings.Contains(string(help), "-insecure") {
+		common = append(common, "-insecure") // 9P on a non-loopback address, test only
+	}
+	var hosts []*nsNode
+	for i := 1; i <= n; i++ {
+		h := l.newNode("n"+strconv.Itoa(i), 10+i)
+		h.flags = append(append(h.flags, common...), extra...)
+		if i > 1 {
+			h.flags = append(h.flags, "-join", hosts[0].e.gossip)
+		}
+		hosts = append(hosts, h)
+	}
+	return hosts
+}
+
+// launch starts a member made by newMembers.
+func (l *netLab) launch(n *nsNode) {
+	l.t.Helper()
+	n.launch(l.t, append(slices.Clip(l.environ), "XDG_CONFIG_HOME="+n.e.config))
 }
 
 // nsNode is a cluster member on a host of its own.
@@ -231,26 +264,13 @@ func Test_E2E_Partition_LeaderCutOff(t *testing.T) {
 		}
 		cutFor = time.Duration(n) * time.Second
 	}
-	var key [32]byte
-	rand.Read(key[:])
-	environ := append(newEnvNoFiles(), "TOOLNODE_GOSSIP_KEY="+base64.StdEncoding.EncodeToString(key[:]))
-	common := []string{"-9p-anon", "admin"}
-	if help, _ := exec.Command(binPath, "serve", "-h").CombinedOutput(); strings.Contains(string(help), "-insecure") {
-		common = append(common, "-insecure") // 9P on a non-loopback address, test only
-	}
+	var extra []string
 	if control {
-		common = append(common, "-reconnect-timeout", "0")
+		extra = []string{"-reconnect-timeout", "0"}
 	}
-
+	hosts := lab.newMembers(5, extra...)
 	var nodes []*cnode
-	var hosts []*nsNode
-	for i := 1; i <= 5; i++ {
-		n := lab.newNode("n"+strconv.Itoa(i), 10+i)
-		n.flags = append(n.flags, common...)
-		if i > 1 {
-			n.flags = append(n.flags, "-join", hosts[0].e.gossip)
-		}
-		hosts = append(hosts, n)
+	for _, n := range hosts {
 		nodes = append(nodes, n.cnode)
 	}
 	for c := range lzClients {
@@ -259,7 +279,7 @@ func Test_E2E_Partition_LeaderCutOff(t *testing.T) {
 		}
 	}
 	for i, n := range hosts {
-		n.launch(t, append(environ, "XDG_CONFIG_HOME="+n.e.config))
+		lab.launch(n)
 		if i == 0 {
 			n.waitServing(t, 60*time.Second) // the others join it
 		}
@@ -443,31 +463,13 @@ func (l *netLab) blackhole(host *nsNode, drop bool, others ...*nsNode) {
 // network heals, the cut-off server has the write too.
 func Test_E2E_Partition_ClientLeavesServerCutOffFromLeader(t *testing.T) {
 	lab := newNetLab(t)
-	var key [32]byte
-	rand.Read(key[:])
-	environ := append(newEnvNoFiles(), "TOOLNODE_GOSSIP_KEY="+base64.StdEncoding.EncodeToString(key[:]))
-	common := []string{"-9p-anon", "admin", "-voters", "3"}
-	if help, _ := exec.Command(binPath, "serve", "-h").CombinedOutput(); strings.Contains(string(help), "-insecure") {
-		common = append(common, "-insecure") // 9P on a non-loopback address, test only
-	}
-	var hosts []*nsNode
-	var servers []*cnode
-	for i := 1; i <= 4; i++ {
-		n := lab.newNode("n"+strconv.Itoa(i), 10+i)
-		n.flags = append(n.flags, common...)
-		if i > 1 {
-			n.flags = append(n.flags, "-join", hosts[0].e.gossip)
-		}
-		hosts = append(hosts, n)
-		if i <= 3 {
-			servers = append(servers, n.cnode)
-		}
-	}
+	hosts := lab.newMembers(4, "-voters", "3")
+	servers := []*cnode{hosts[0].cnode, hosts[1].cnode, hosts[2].cnode}
 	for i, n := range hosts {
 		if i == 3 { // the client, once the three servers are in Raft
 			waitFormed(t, 60*time.Second, servers...)
 		}
-		n.launch(t, append(environ, "XDG_CONFIG_HOME="+n.e.config))
+		lab.launch(n)
 		if i == 0 {
 			n.waitServing(t, 60*time.Second)
 		}
