@@ -150,13 +150,17 @@ func preferring(addrs []string, want string) string {
 }
 
 func newClient(t *testing.T, name string, servers ...string) *client {
-	return newClientWith(t, 0, name, servers...)
+	return newClientWith(t, nil, name, servers...)
 }
 
-// newClientWith is newClient with FollowerConfig.Leaderless.
-func newClientWith(t *testing.T, leaderless time.Duration, name string, servers ...string) *client {
-	c := &client{t: t, fsm: raftfsm.New(nil), servers: servers, leaderless: leaderless}
+// newClientWith is newClient with tweak (if not nil) applied to the
+// client before its follower is made.
+func newClientWith(t *testing.T, tweak func(*client), name string, servers ...string) *client {
+	c := &client{t: t, fsm: raftfsm.New(nil), servers: servers}
 	c.fsm.SetLogf(t.Logf)
+	if tweak != nil {
+		tweak(c)
+	}
 	c.f = c.follower(name)
 	return c
 }
@@ -222,9 +226,23 @@ func (c *client) stop() {
 	}
 }
 
-// waitFor polls until the replica has applied index and holds the
-// server's sessions, failing the test after a deadline.
-func (c *client) waitFor(s *server) {
+// waitFollowing polls until the follower follows addr, failing the test
+// after d.
+func (c *client) waitFollowing(addr string, d time.Duration) {
+	c.t.Helper()
+	deadline := time.Now().Add(d)
+	for c.f.State().Server != addr {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("following %q, want %q", c.f.State().Server, addr)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waitIndex polls until the replica has applied the server's last
+// index, failing the test after a deadline, and returns the server's
+// sessions at that index.
+func (c *client) waitIndex(s *server) []string {
 	c.t.Helper()
 	s.mu.Lock()
 	want, names := s.fsm.LastIndex(), s.fsm.SessionNames()
@@ -236,10 +254,18 @@ func (c *client) waitFor(s *server) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	return names
+}
+
+// waitFor polls until the replica has applied index and holds the
+// server's sessions, failing the test after a deadline.
+func (c *client) waitFor(s *server) {
+	c.t.Helper()
+	names := c.waitIndex(s)
 	if got := c.fsm.SessionNames(); !slices.Equal(got, names) {
 		c.t.Fatalf("replica sessions %v, server's %v", got, names)
 	}
-	deadline = time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(5 * time.Second)
 	for c.f.Ready() != nil {
 		if time.Now().After(deadline) {
 			c.t.Fatalf("caught up but not ready: %v", c.f.Ready())
@@ -361,13 +387,7 @@ func TestStreamServerDeathMoves(t *testing.T) {
 	c.mu.Lock()
 	c.servers = addrs[1:] // gossip says a is dead
 	c.mu.Unlock()
-	deadline := time.Now().Add(10 * time.Second)
-	for c.f.State().Server != addrs[1] {
-		if time.Now().After(deadline) {
-			t.Fatalf("still following %q", c.f.State().Server)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	c.waitFollowing(addrs[1], 10*time.Second)
 	b.apply(7) // b catches up: entries the client has are not applied again
 	b.apply(5)
 	c.waitFor(b)
@@ -393,7 +413,7 @@ func TestStreamLeavesLeaderlessServer(t *testing.T) {
 		if !protect {
 			leaderless = -1
 		}
-		c := newClientWith(t, leaderless, preferring(addrs, addrs[0]), addrs...)
+		c := newClientWith(t, func(c *client) { c.leaderless = leaderless }, preferring(addrs, addrs[0]), addrs...)
 		c.start()
 		c.waitFor(a)
 		a.adrift.Store(true)
@@ -437,20 +457,12 @@ func TestStreamLeavesAdriftServerAtOnceWhenBack(t *testing.T) {
 	b.apply(3)
 	addrs := []string{a.ln.Addr().String(), b.ln.Addr().String()}
 	const leaderless = 2 * time.Second
-	c := &client{t: t, fsm: raftfsm.New(nil), servers: addrs, leaderless: leaderless, retryAdrift: 300 * time.Millisecond}
-	c.fsm.SetLogf(t.Logf)
-	c.f = c.follower(preferring(addrs, addrs[0]))
+	c := newClientWith(t, func(c *client) { c.leaderless, c.retryAdrift = leaderless, 300*time.Millisecond }, preferring(addrs, addrs[0]), addrs...)
 	c.start()
 	c.waitFor(a)
 	a.adrift.Store(true)
 	a.hub.StatusChanged()
-	deadline := time.Now().Add(10 * time.Second)
-	for c.f.State().Server != addrs[1] {
-		if time.Now().After(deadline) {
-			t.Fatalf("still following %q", c.f.State().Server)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	c.waitFollowing(addrs[1], 10*time.Second)
 	// Three seconds of rebalancing towards a, every 300 ms.
 	var onA, longest time.Duration
 	last := time.Now()
@@ -477,13 +489,7 @@ func TestStreamLeavesAdriftServerAtOnceWhenBack(t *testing.T) {
 	c.waitFor(b)
 	a.adrift.Store(false)
 	a.hub.StatusChanged()
-	deadline = time.Now().Add(10 * time.Second)
-	for c.f.State().Server != addrs[0] {
-		if time.Now().After(deadline) {
-			t.Fatalf("following %q after a has a leader again, want a", c.f.State().Server)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	c.waitFollowing(addrs[0], 10*time.Second)
 	a.apply(10)
 	c.waitFor(a)
 }
@@ -503,13 +509,7 @@ func TestStreamStaysWithOnlyServerLeaderless(t *testing.T) {
 	a.hub.StatusChanged()
 	time.Sleep(time.Second) // three times Leaderless
 	a.apply(2)
-	deadline := time.Now().Add(10 * time.Second)
-	for c.fsm.LastIndex() < a.fsm.LastIndex() {
-		if time.Now().After(deadline) {
-			t.Fatalf("replica at index %d, a at %d", c.fsm.LastIndex(), a.fsm.LastIndex())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	c.waitIndex(a) // not waitFor: not ready while a has no leader
 	c.checkSequence(a)
 	if st := c.f.State(); st.Moves != 0 || st.Server != a.ln.Addr().String() {
 		t.Fatalf("following %q after %d moves with nowhere to go", st.Server, st.Moves)
@@ -746,12 +746,6 @@ func TestStreamLeaveOnGossip(t *testing.T) {
 	if !c.f.Leave(addrs[0]) {
 		t.Fatal("Leave of the followed server reported nothing left")
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for c.f.State().Server != addrs[1] {
-		if time.Now().After(deadline) {
-			t.Fatalf("still following %q", c.f.State().Server)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	c.waitFollowing(addrs[1], 5*time.Second)
 	c.waitFor(b)
 }
