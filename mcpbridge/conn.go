@@ -7,8 +7,12 @@ import (
 	"sync/atomic"
 )
 
-// rversion is the type number of 9P's Rversion.
-const rversion = 101
+// Type numbers of the 9P messages Conn reads or makes.
+const (
+	rversion = 101
+	rerror   = 107
+	notag    = 0xFFFF
+)
 
 // Conn is the byte stream a bridge's 9P client runs over, watched: it
 // learns the msize the server negotiated from its Rversion, so that a
@@ -16,6 +20,16 @@ const rversion = 101
 // it reports the stream's end (Done), so that a bridge whose node ended
 // the connection — its token revoked, or the node stopped — can end its
 // MCP session with the reason instead of failing call after call.
+//
+// Once the stream has ended, every request still waiting for its answer,
+// and every request written after, is answered here with an Rerror that
+// says the connection ended. The 9P client (9fans.net/go/plan9/client)
+// lets one waiting request read for all; when that read fails it hands
+// the reading on to none, so without these answers every other request
+// then in flight would wait forever, and whatever waited on them (a
+// bridge's Close) too. Requests are tracked by tag from the messages
+// written, and answered ones dropped from the messages read; a stream cut
+// inside an answer still fails as it was cut.
 //
 // Wrap the connection before the 9P client's version exchange:
 //
@@ -29,6 +43,14 @@ type Conn struct {
 	nhdr int      // bytes of hdr seen; only the client's version exchange reads them
 	msz  atomic.Uint32
 
+	in  framer // the messages read; one reader at a time (the client's)
+	out framer // the messages written; one writer at a time (the client's)
+
+	mu      sync.Mutex
+	pending map[uint16]bool // tags of requests written and not answered
+	ended   bool            // the stream has ended; answers come from synth
+	synth   []byte          // Rerrors not yet read, for requests after the end
+
 	once   sync.Once
 	done   chan struct{}
 	err    error // why the stream ended; set before done is closed
@@ -37,12 +59,28 @@ type Conn struct {
 
 // WatchConn wraps rwc.
 func WatchConn(rwc io.ReadWriteCloser) *Conn {
-	return &Conn{rwc: rwc, done: make(chan struct{})}
+	return &Conn{rwc: rwc, done: make(chan struct{}), pending: map[uint16]bool{}}
 }
 
 // Read reads from the stream; the first 11 bytes are kept to read the
-// Rversion's msize.
+// Rversion's msize. After the stream's end it reads the Rerrors of the
+// requests left waiting, then the error that ended it.
 func (c *Conn) Read(p []byte) (int, error) {
+	c.mu.Lock()
+	if c.ended {
+		if c.in.inside() { // cut inside an answer: the Rerrors cannot follow
+			c.mu.Unlock()
+			return 0, c.readErr()
+		}
+		n := copy(p, c.synth)
+		c.synth = c.synth[n:]
+		c.mu.Unlock()
+		if n > 0 {
+			return n, nil
+		}
+		return 0, c.readErr()
+	}
+	c.mu.Unlock()
 	n, err := c.rwc.Read(p)
 	if c.nhdr < len(c.hdr) && n > 0 {
 		k := copy(c.hdr[c.nhdr:], p[:n])
@@ -51,19 +89,53 @@ func (c *Conn) Read(p []byte) (int, error) {
 			c.msz.Store(binary.LittleEndian.Uint32(c.hdr[7:11]))
 		}
 	}
+	c.in.scan(p[:n], func(tag uint16) {
+		c.mu.Lock()
+		delete(c.pending, tag)
+		c.mu.Unlock()
+	})
 	if err != nil {
 		c.end(err)
+		if n > 0 {
+			return n, nil // the next read goes on from the end
+		}
+		return c.Read(p)
 	}
-	return n, err
+	return n, nil
 }
 
-// Write writes to the stream.
+// readErr is what a read returns once the stream has ended and no
+// request waits: the error that ended it, io.EOF if none.
+func (c *Conn) readErr() error {
+	<-c.done
+	if c.err != nil {
+		return c.err
+	}
+	return io.EOF
+}
+
+// Write writes to the stream. A request is tracked before it is sent, so
+// that its answer cannot be read before it is; written after the
+// stream's end, or failing, it is answered with an Rerror instead.
 func (c *Conn) Write(p []byte) (int, error) {
+	var tags []uint16
+	c.out.scan(p, func(tag uint16) { tags = append(tags, tag) })
+	c.mu.Lock()
+	if c.ended {
+		c.answer(tags)
+		c.mu.Unlock()
+		return len(p), nil
+	}
+	for _, tag := range tags {
+		c.pending[tag] = true
+	}
+	c.mu.Unlock()
 	n, err := c.rwc.Write(p)
 	if err != nil {
-		c.end(err)
+		c.end(err) // answers the requests just tracked, with the others
+		return len(p), nil
 	}
-	return n, err
+	return n, nil
 }
 
 // Close closes the stream; Done is then closed with Err nil.
@@ -82,9 +154,79 @@ func (c *Conn) end(err error) {
 			err = io.EOF
 		}
 		c.err = err
+		c.mu.Lock()
+		c.ended = true
+		tags := make([]uint16, 0, len(c.pending))
+		for tag := range c.pending {
+			tags = append(tags, tag)
+		}
+		clear(c.pending)
+		c.answer(tags)
+		c.mu.Unlock()
 		close(c.done)
 	})
 }
+
+// answer queues an Rerror for each of tags; c.mu is held and c.err set.
+// The version exchange (NOTAG) gets none: it reads the error itself.
+func (c *Conn) answer(tags []uint16) {
+	why := "connection closed"
+	if c.err != nil {
+		why = "the 9P connection ended: " + c.err.Error()
+	}
+	for _, tag := range tags {
+		if tag != notag {
+			c.synth = appendRerror(c.synth, tag, why)
+		}
+	}
+}
+
+// appendRerror appends 9P's Rerror: size[4] Rerror tag[2] ename[s].
+func appendRerror(b []byte, tag uint16, ename string) []byte {
+	if len(ename) > 1024 {
+		ename = ename[:1024]
+	}
+	b = binary.LittleEndian.AppendUint32(b, uint32(4+1+2+2+len(ename)))
+	b = append(b, rerror)
+	b = binary.LittleEndian.AppendUint16(b, tag)
+	b = binary.LittleEndian.AppendUint16(b, uint16(len(ename)))
+	return append(b, ename...)
+}
+
+// framer follows the 9P messages of one direction of the stream through
+// the chunks it is read or written in, to name each message's tag.
+type framer struct {
+	hdr  [7]byte // size[4] type[1] tag[2]
+	nhdr int
+	left int // bytes of the message after its header not yet seen
+}
+
+// scan follows b and calls done with the tag of each message that b
+// completes.
+func (f *framer) scan(b []byte, done func(tag uint16)) {
+	for len(b) > 0 {
+		if f.nhdr < len(f.hdr) {
+			k := copy(f.hdr[f.nhdr:], b)
+			f.nhdr += k
+			b = b[k:]
+			if f.nhdr < len(f.hdr) {
+				return
+			}
+			f.left = max(int(binary.LittleEndian.Uint32(f.hdr[:4]))-len(f.hdr), 0)
+		} else {
+			k := min(f.left, len(b))
+			f.left -= k
+			b = b[k:]
+		}
+		if f.left == 0 {
+			f.nhdr = 0
+			done(binary.LittleEndian.Uint16(f.hdr[5:7]))
+		}
+	}
+}
+
+// inside reports whether the stream is inside a message.
+func (f *framer) inside() bool { return f.nhdr > 0 }
 
 // Msize is the msize of the server's Rversion, 0 before it (or if the
 // first message read was not one).

@@ -49,7 +49,10 @@
 // Conn wraps the byte stream under the bridge's 9P client: it reads the
 // msize of the Rversion and reports the stream's end (Done, Err), so the
 // owner of the connection can end the MCP session when the node ends it
-// (a revoked token) instead of serving calls that all fail.
+// (a revoked token) instead of serving calls that all fail. Once the
+// stream has ended it answers every request left waiting, and every one
+// made after, with an Rerror, which the 9P client would otherwise leave
+// waiting forever.
 //
 // # What it must not touch
 //

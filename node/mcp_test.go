@@ -6,8 +6,32 @@ import (
 	"testing"
 	"time"
 
+	"9fans.net/go/plan9"
+	"9fans.net/go/plan9/client"
+
 	"github.com/toolnode/toolnode/p9"
 )
+
+// readUntilError reads an events file of fsys until a read fails, in a
+// goroutine, and closes the channel it returns then.
+func readUntilError(t *testing.T, fsys *client.Fsys) <-chan struct{} {
+	t.Helper()
+	fid, err := fsys.Open("events", plan9.OREAD)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := make(chan struct{})
+	go func() {
+		defer close(c)
+		buf := make([]byte, 8192)
+		for {
+			if _, err := fid.Read(buf); err != nil {
+				return
+			}
+		}
+	}()
+	return c
+}
 
 // mcpInitialize starts an MCP session over HTTP with token and returns its
 // id.
@@ -32,7 +56,10 @@ func mcpInitialize(t *testing.T, url, token string) string {
 
 // A revoked token's MCP sessions end, and nothing of them is left
 // running: the wait for each session's initialisation (up to
-// mcpInitWait) ends with its session.
+// mcpInitWait) ends with its session, and so do the bridge's watchers
+// and another read on its 9P connection, which were in flight when the
+// node ended the connection (the 9P client leaves all but one such read
+// waiting forever unless mcpbridge.Conn answers them).
 func TestMCP_RevokedSessionsLeaveNothing(t *testing.T) {
 	n, _ := procNode(t, func(c *Config) { c.MCPAddr = "127.0.0.1:0" }, nil)
 	admin := p9.Principal{Name: "admin", Role: p9.RoleAdmin}
@@ -47,6 +74,16 @@ func TestMCP_RevokedSessionsLeaveNothing(t *testing.T) {
 	m := n.mcp
 	m.mu.Lock()
 	made := len(m.sessions)
+	var ended []<-chan struct{}
+	for _, s := range m.sessions {
+		c := make(chan struct{})
+		go func() { s.bridge.Wait(); close(c) }()
+		fsys, err := s.conn.Attach(nil, "mcp", secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ended = append(ended, c, readUntilError(t, fsys))
+	}
 	m.mu.Unlock()
 	if made != 3 || m.waiting.Load() != 3 {
 		t.Fatalf("%d sessions, %d initialisations watched; want 3 and 3", made, m.waiting.Load())
@@ -58,5 +95,15 @@ func TestMCP_RevokedSessionsLeaveNothing(t *testing.T) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		return len(m.sessions) == 0 && m.waiting.Load() == 0
+	})
+	waitFor(t, "the revoked sessions' bridges to stop watching, and the other reads to fail", 10*time.Second, func() bool {
+		for _, c := range ended {
+			select {
+			case <-c:
+			default:
+				return false
+			}
+		}
+		return true
 	})
 }

@@ -62,9 +62,8 @@ func mcpStdio(args []string) error {
 	}
 	// Closing the bridge and the connection talks over the connection
 	// (clunks, the session's kill). Once the node has ended it there is
-	// nothing to clean up there, and a request the 9P client had in
-	// flight when it ended never returns, holding what the bridge's
-	// close would wait for: the process then just ends.
+	// nothing to clean up there (every request then fails at once,
+	// answered by wc): the process just ends.
 	defer func() {
 		if wc.Err() == nil {
 			b.Close()
