@@ -49,7 +49,7 @@ type Conn struct {
 	mu      sync.Mutex
 	pending map[uint16]bool // tags of requests written and not answered
 	ended   bool            // the stream has ended; answers come from synth
-	synth   []byte          // Rerrors not yet read, for requests after the end
+	synth   []byte          // Rerrors made for pending requests, not yet read
 
 	once   sync.Once
 	done   chan struct{}
@@ -63,18 +63,22 @@ func WatchConn(rwc io.ReadWriteCloser) *Conn {
 }
 
 // Read reads from the stream; the first 11 bytes are kept to read the
-// Rversion's msize. After the stream's end it reads the Rerrors of the
-// requests left waiting, then the error that ended it.
+// Rversion's msize. After the stream's end it reads an Rerror for each
+// request left waiting, then the error that ended it. Only the reader
+// makes the Rerrors, from the requests its reads have not seen answered,
+// so no request is answered twice.
 func (c *Conn) Read(p []byte) (int, error) {
 	c.mu.Lock()
 	if c.ended {
+		defer c.mu.Unlock()
 		if c.in.inside() { // cut inside an answer: the Rerrors cannot follow
-			c.mu.Unlock()
 			return 0, c.readErr()
+		}
+		if len(c.synth) == 0 {
+			c.answerPending()
 		}
 		n := copy(p, c.synth)
 		c.synth = c.synth[n:]
-		c.mu.Unlock()
 		if n > 0 {
 			return n, nil
 		}
@@ -116,26 +120,21 @@ func (c *Conn) readErr() error {
 
 // Write writes to the stream. A request is tracked before it is sent, so
 // that its answer cannot be read before it is; written after the
-// stream's end, or failing, it is answered with an Rerror instead.
+// stream's end, or failing, it is answered with an Rerror instead. A
+// failed write closes the stream, which ends the read waiting on it.
 func (c *Conn) Write(p []byte) (int, error) {
-	var tags []uint16
-	c.out.scan(p, func(tag uint16) { tags = append(tags, tag) })
 	c.mu.Lock()
-	if c.ended {
-		c.answer(tags)
-		c.mu.Unlock()
-		return len(p), nil
-	}
-	for _, tag := range tags {
-		c.pending[tag] = true
-	}
+	c.out.scan(p, func(tag uint16) { c.pending[tag] = true })
+	ended := c.ended
 	c.mu.Unlock()
-	n, err := c.rwc.Write(p)
-	if err != nil {
-		c.end(err) // answers the requests just tracked, with the others
+	if ended {
 		return len(p), nil
 	}
-	return n, nil
+	if _, err := c.rwc.Write(p); err != nil {
+		c.end(err)
+		c.rwc.Close()
+	}
+	return len(p), nil
 }
 
 // Close closes the stream; Done is then closed with Err nil.
@@ -156,29 +155,25 @@ func (c *Conn) end(err error) {
 		c.err = err
 		c.mu.Lock()
 		c.ended = true
-		tags := make([]uint16, 0, len(c.pending))
-		for tag := range c.pending {
-			tags = append(tags, tag)
-		}
-		clear(c.pending)
-		c.answer(tags)
 		c.mu.Unlock()
 		close(c.done)
 	})
 }
 
-// answer queues an Rerror for each of tags; c.mu is held and c.err set.
-// The version exchange (NOTAG) gets none: it reads the error itself.
-func (c *Conn) answer(tags []uint16) {
+// answerPending makes an Rerror for each pending request; c.mu is held
+// and the stream has ended. The version exchange (NOTAG) gets none: it
+// reads the error itself.
+func (c *Conn) answerPending() {
 	why := "connection closed"
 	if c.err != nil {
 		why = "the 9P connection ended: " + c.err.Error()
 	}
-	for _, tag := range tags {
+	for tag := range c.pending {
 		if tag != notag {
 			c.synth = appendRerror(c.synth, tag, why)
 		}
 	}
+	clear(c.pending)
 }
 
 // appendRerror appends 9P's Rerror: size[4] Rerror tag[2] ename[s].

@@ -207,3 +207,41 @@ func TestFramerTags(t *testing.T) {
 		}
 	}
 }
+
+// Closed on this side with requests in flight, the stream answers each of
+// them: closing a bridge's connection ends its watchers' reads.
+func TestConnClosedHereAnswersRequests(t *testing.T) {
+	here, there := net.Pipe()
+	defer there.Close()
+	read := make(chan struct{})
+	versionServer(t, there, 8192, func() {
+		for i := 0; i < 2; i++ {
+			if _, err := plan9.ReadFcall(there); err != nil {
+				return
+			}
+		}
+		close(read)
+	})
+	wc := WatchConn(here)
+	conn, err := client.NewConn(wc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := attachAll(conn, 2)
+	select {
+	case <-read:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server did not read two attaches within 10 s")
+	}
+	wc.Close()
+	for i := 0; i < 2; i++ {
+		select {
+		case err := <-errs:
+			if err == nil || err.Error() != "connection closed" {
+				t.Errorf("an attach in flight at the close: %v, want %q", err, "connection closed")
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of 2 attaches returned within 10 s of the close", i)
+		}
+	}
+}
