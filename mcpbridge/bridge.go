@@ -193,12 +193,21 @@ func (b *Bridge) Session() string { return b.session }
 // Close stops the watchers and kills the bridge's toolnode session. A
 // watcher blocked in a read of events ends when that read returns or
 // when the caller closes the 9P connection.
-func (b *Bridge) Close() {
+func (b *Bridge) Close() { b.stop(true) }
+
+// Abandon stops the watchers as Close does but leaves the toolnode
+// session: for a 9P connection the node has ended, over which it cannot
+// be removed (whoever ended it removes the session, or kills it later).
+func (b *Bridge) Abandon() { b.stop(false) }
+
+func (b *Bridge) stop(kill bool) {
 	b.once.Do(func() {
 		b.cancel()
 		b.calls.close()
 		b.ctls.close()
-		b.killSession()
+		if kill {
+			b.killSession()
+		}
 	})
 }
 

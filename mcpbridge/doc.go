@@ -44,7 +44,8 @@
 //   - The agent's preamble is the prompt "preamble", and each loaded
 //     tool's documentation the resource toolnode://tool/NAME.
 //
-// Close kills the toolnode session the bridge made.
+// Close kills the toolnode session the bridge made; Abandon, for a 9P
+// connection the node has ended, leaves it to whoever ended it.
 //
 // Conn wraps the byte stream under the bridge's 9P client: it reads the
 // msize of the Rversion and reports the stream's end (Done, Err), so the

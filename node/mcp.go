@@ -245,6 +245,14 @@ func (s *mcpSession) end() {
 	s.conn.Close()
 }
 
+// abandon ends the session as end does, over a 9P connection the node
+// has ended: nothing is removed over it.
+func (s *mcpSession) abandon() {
+	s.once.Do(func() { close(s.ended) })
+	s.bridge.Abandon()
+	s.conn.Close()
+}
+
 // connEnded ends MCP session id when the node ended its 9P connection
 // (its token was revoked, DropPrincipal) rather than the session's own
 // end: the bridge cannot remove its toolnode session over a connection
@@ -260,7 +268,7 @@ func (m *mcpServer) connEnded(id string) {
 		return // dropped, or never made
 	}
 	m.n.logger.Printf("mcp: session %s: the node ended its 9P connection: ending the MCP session and removing toolnode session %s", id, s.bridge.Session())
-	s.end()
+	s.abandon()
 	if err := m.n.KillSession(s.bridge.Session()); err != nil {
 		m.n.logger.Printf("mcp: removing session %s: %v", s.bridge.Session(), err)
 	}

@@ -2,6 +2,7 @@ package node
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -56,7 +57,9 @@ func mcpInitialize(t *testing.T, url, token string) string {
 
 // A revoked token's MCP sessions end, and nothing of them is left
 // running: the wait for each session's initialisation (up to
-// mcpInitWait) ends with its session, and so do the bridge's watchers
+// mcpInitWait) ends with its session, the node removes its toolnode
+// session (the bridge cannot: its connection is gone), and the bridge's
+// watchers end
 // and another read on its 9P connection, which were in flight when the
 // node ended the connection (the 9P client leaves all but one such read
 // waiting forever unless mcpbridge.Conn answers them).
@@ -75,7 +78,9 @@ func TestMCP_RevokedSessionsLeaveNothing(t *testing.T) {
 	m.mu.Lock()
 	made := len(m.sessions)
 	var ended []<-chan struct{}
+	var made9 []string
 	for _, s := range m.sessions {
+		made9 = append(made9, s.bridge.Session())
 		c := make(chan struct{})
 		go func() { s.bridge.Wait(); close(c) }()
 		fsys, err := s.conn.Attach(nil, "mcp", secret)
@@ -95,6 +100,10 @@ func TestMCP_RevokedSessionsLeaveNothing(t *testing.T) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		return len(m.sessions) == 0 && m.waiting.Load() == 0
+	})
+	waitFor(t, "the revoked sessions' toolnode sessions removed", 10*time.Second, func() bool {
+		names, err := n.Sessions()
+		return err == nil && !slices.ContainsFunc(made9, func(s string) bool { return slices.Contains(names, s) })
 	})
 	waitFor(t, "the revoked sessions' bridges to stop watching, and the other reads to fail", 10*time.Second, func() bool {
 		for _, c := range ended {
