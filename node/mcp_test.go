@@ -1,6 +1,7 @@
 package node
 
 import (
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -57,12 +58,11 @@ func mcpInitialize(t *testing.T, url, token string) string {
 
 // A revoked token's MCP sessions end, and nothing of them is left
 // running: the wait for each session's initialisation (up to
-// mcpInitWait) ends with its session, the node removes its toolnode
-// session (the bridge cannot: its connection is gone), and the bridge's
-// watchers end
-// and another read on its 9P connection, which were in flight when the
-// node ended the connection (the 9P client leaves all but one such read
-// waiting forever unless mcpbridge.Conn answers them).
+// mcpInitWait) ends with its session; the node removes its toolnode
+// session (the bridge cannot: its connection is gone); and the bridge's
+// watchers end, as does another read on its 9P connection, all in flight
+// when the node ended the connection (the 9P client leaves all but one
+// such read waiting forever unless mcpbridge.Conn answers them).
 func TestMCP_RevokedSessionsLeaveNothing(t *testing.T) {
 	n, _ := procNode(t, func(c *Config) { c.MCPAddr = "127.0.0.1:0" }, nil)
 	admin := p9.Principal{Name: "admin", Role: p9.RoleAdmin}
@@ -77,10 +77,12 @@ func TestMCP_RevokedSessionsLeaveNothing(t *testing.T) {
 	m := n.mcp
 	m.mu.Lock()
 	made := len(m.sessions)
+	sessions := slices.Collect(maps.Values(m.sessions))
+	m.mu.Unlock()
 	var ended []<-chan struct{}
-	var made9 []string
-	for _, s := range m.sessions {
-		made9 = append(made9, s.bridge.Session())
+	var toolnodeSessions []string
+	for _, s := range sessions {
+		toolnodeSessions = append(toolnodeSessions, s.bridge.Session())
 		c := make(chan struct{})
 		go func() { s.bridge.Wait(); close(c) }()
 		fsys, err := s.conn.Attach(nil, "mcp", secret)
@@ -89,7 +91,6 @@ func TestMCP_RevokedSessionsLeaveNothing(t *testing.T) {
 		}
 		ended = append(ended, c, readUntilError(t, fsys))
 	}
-	m.mu.Unlock()
 	if made != 3 || m.waiting.Load() != 3 {
 		t.Fatalf("%d sessions, %d initialisations watched; want 3 and 3", made, m.waiting.Load())
 	}
@@ -103,7 +104,7 @@ func TestMCP_RevokedSessionsLeaveNothing(t *testing.T) {
 	})
 	waitFor(t, "the revoked sessions' toolnode sessions removed", 10*time.Second, func() bool {
 		names, err := n.Sessions()
-		return err == nil && !slices.ContainsFunc(made9, func(s string) bool { return slices.Contains(names, s) })
+		return err == nil && !slices.ContainsFunc(toolnodeSessions, func(s string) bool { return slices.Contains(names, s) })
 	})
 	waitFor(t, "the revoked sessions' bridges to stop watching, and the other reads to fail", 10*time.Second, func() bool {
 		for _, c := range ended {
