@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -146,7 +145,7 @@ func TestConnAnswersRequestsLeftWaiting(t *testing.T) {
 					break collect
 				}
 			}
-			sort.Strings(got)
+			slices.Sort(got)
 			t.Logf("%d of %d attaches returned: %q", len(got), n, got)
 			if !watched {
 				if len(got) == n {
