@@ -461,7 +461,7 @@ func Test_Caps_DeadNodeNeverChosen(t *testing.T) {
 	})
 	cs[2].Shutdown() // a crash
 	t0 := time.Now()
-	waitFor(t, "the survivors to call n2 dead", func() bool {
+	waitForWithin(t, "the survivors to call n2 dead", deadWithin, func() bool {
 		dead := 0
 		for _, c := range cs[:2] {
 			deadHere := false

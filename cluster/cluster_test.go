@@ -18,7 +18,21 @@ func start(t testing.TB, name string, key []byte) *Cluster {
 
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	waitForWithin(t, what, 10*time.Second, cond)
+}
+
+// deadWithin bounds the wait for a crashed member to be called dead. The
+// test nodes are clients, which probe one member every 3 s, so the
+// crashed one is probed within 3 s times the others' number; then the
+// suspicion timeout runs, 4 s with every expected confirmation and up to
+// six times that with none (memberlist's SuspicionMult and
+// SuspicionMaxTimeoutMult, at a 1 s ProbeInterval). Three nodes took
+// 7.0–10.0 s here, over waitFor's 10 s once in CI-like runs.
+const deadWithin = 40 * time.Second
+
+func waitForWithin(t testing.TB, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -101,7 +115,7 @@ func Test_Cluster_DeadMemberListed(t *testing.T) {
 	}
 	waitFor(t, "a to see b", func() bool { return len(a.Members()) == 2 })
 	b.Shutdown() // a crash, as a sees it
-	waitFor(t, "a to call b dead", func() bool {
+	waitForWithin(t, "a to call b dead", deadWithin, func() bool {
 		for _, m := range a.Members() {
 			if m.Name == "b" && m.State == "dead" {
 				return true
