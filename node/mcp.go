@@ -122,7 +122,7 @@ func (m *mcpServer) close() {
 	m.sessions = map[string]*mcpSession{}
 	m.mu.Unlock()
 	for _, s := range sessions {
-		s.end()
+		s.end(false)
 	}
 }
 
@@ -239,17 +239,15 @@ func (m *mcpServer) newSession(r *http.Request, token string, sum [32]byte) (*mc
 	return s, id, nil
 }
 
-func (s *mcpSession) end() {
+// end ends the session; connGone: the node has ended its 9P connection,
+// so nothing is removed over it (the bridge is abandoned, not closed).
+func (s *mcpSession) end(connGone bool) {
 	s.once.Do(func() { close(s.ended) })
-	s.bridge.Close()
-	s.conn.Close()
-}
-
-// abandon ends the session as end does, over a 9P connection the node
-// has ended: nothing is removed over it.
-func (s *mcpSession) abandon() {
-	s.once.Do(func() { close(s.ended) })
-	s.bridge.Abandon()
+	if connGone {
+		s.bridge.Abandon()
+	} else {
+		s.bridge.Close()
+	}
 	s.conn.Close()
 }
 
@@ -268,7 +266,7 @@ func (m *mcpServer) connEnded(id string) {
 		return // dropped, or never made
 	}
 	m.n.logger.Printf("mcp: session %s: the node ended its 9P connection: ending the MCP session and removing toolnode session %s", id, s.bridge.Session())
-	s.abandon()
+	s.end(true)
 	if err := m.n.KillSession(s.bridge.Session()); err != nil {
 		m.n.logger.Printf("mcp: removing session %s: %v", s.bridge.Session(), err)
 	}
@@ -283,6 +281,6 @@ func (m *mcpServer) drop(id string) {
 	delete(m.sessions, id)
 	m.mu.Unlock()
 	if s != nil {
-		s.end()
+		s.end(false)
 	}
 }
