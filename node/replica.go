@@ -98,7 +98,7 @@ func (f fsmFeed) ApplyBatch(logs []*raft.Log) []any {
 		if l.Type != raft.LogCommand {
 			continue
 		}
-		r.takeFeed()
+		r.takeFeed(f.n.fsm.LastIndex())
 		if l.Index <= f.n.fsm.LastIndex() {
 			continue // applied from the stream before this node joined Raft
 		}
@@ -116,10 +116,14 @@ func (f fsmFeed) ApplyBatch(logs []*raft.Log) []any {
 func (f fsmFeed) Snapshot() (raft.FSMSnapshot, error) { return f.n.fsm.Snapshot() }
 
 // takeFeed marks the FSM as Raft's; the first time, the role is checked
-// at once (the stream stops). feedMu is held.
-func (r *replica) takeFeed() {
+// at once (the stream stops) and the Hub's window restarts at the FSM's
+// index: what the stream applied before was never published, so a
+// client asking from an older index must be sent a snapshot, not the
+// entries from here on. feedMu is held.
+func (r *replica) takeFeed(index uint64) {
 	if !r.raftFed {
 		r.raftFed = true
+		r.hub.Reset(index)
 		kick(r.roleKick)
 	}
 }
@@ -128,7 +132,7 @@ func (f fsmFeed) Restore(rc io.ReadCloser) error {
 	r := &f.n.rep
 	r.feedMu.Lock()
 	defer r.feedMu.Unlock()
-	r.takeFeed()
+	r.takeFeed(f.n.fsm.LastIndex())
 	err := f.n.fsm.Restore(rc)
 	r.hub.Reset(f.n.fsm.LastIndex())
 	return err
