@@ -2,10 +2,14 @@ package node
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"testing"
 	"time"
+
+	"github.com/toolnode/toolnode/p9"
 )
 
 // stateOf is n's replicated state as its FSM's snapshot encodes it: two
@@ -160,5 +164,37 @@ func Test_InMem_RandomRestarts(t *testing.T) {
 		if n := c.node(name); !hasSessions(n, acked...) {
 			t.Fatalf("%s lacks an acknowledged write", name)
 		}
+	}
+}
+
+// A node that cannot show it is current answers an attach with a token
+// it does not know "catching up", never "unknown token": here one
+// restarted cut off from the others, without the token made while it was
+// down. Once it reaches the leader it knows the token; a token nobody
+// made is still refused as unknown.
+func Test_InMem_UnknownTokenWhileBehindIsCatchingUp(t *testing.T) {
+	t.Parallel()
+	c := newInmemCluster(t, 0, "n1", "n2", "n3")
+	waitAdminTokens(t, c)
+	c.crash("n3")
+	l := c.waitLeader("n1", "n2")
+	secret, err := l.NewToken(p9.Principal{Name: "test", Role: p9.RoleAdmin}, "made-while-down", p9.RoleRead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.partition([]string{"n3"}, []string{"n1", "n2"})
+	r := c.restart("n3")
+	remote := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}
+	_, err = r.attach(secret, remote)
+	if !errors.Is(err, errCatchingUp) {
+		t.Fatalf("attach to a node cut off and behind: %v, want %v", err, errCatchingUp)
+	}
+	c.heal()
+	waitFor(t, "n3 to know the token", 15*time.Second, func() bool {
+		p, err := r.attach(secret, remote)
+		return err == nil && p.Name == "made-while-down"
+	})
+	if _, err := r.attach("tn_nobody-made-this", remote); !errors.Is(err, errBadToken) {
+		t.Fatalf("attach with a token nobody made: %v, want %v", err, errBadToken)
 	}
 }

@@ -65,9 +65,19 @@ func (n *Node) attach(aname string, remote net.Addr) (p9.Principal, error) {
 	if aname == "" {
 		return p9.Principal{Name: "anon@" + remote.String(), Role: n.anon}, nil
 	}
-	t, ok := n.fsm.TokenByHash(acl.Hash(aname))
+	hash := acl.Hash(aname)
+	t, ok := n.fsm.TokenByHash(hash)
 	if !ok {
-		return p9.Principal{}, errBadToken
+		// A token this replica lacks may be one it has not applied yet
+		// (a node restarted, or joined, behind the leader): it is
+		// refused as unknown only once the node is current.
+		if err := n.caughtUp(); err != nil {
+			n.logger.Printf("9p: %s: attach with a token this node does not know yet: %v", remote, err)
+			return p9.Principal{}, err
+		}
+		if t, ok = n.fsm.TokenByHash(hash); !ok {
+			return p9.Principal{}, errBadToken
+		}
 	}
 	r, err := p9.ParseRole(t.Role)
 	if err != nil {
