@@ -5,12 +5,12 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"io"
 	"log"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -402,6 +402,11 @@ func (n *Node) openRaft(late bool) error {
 		n.logger.Printf("no raft state in %s: joining; the leader will add this node", dir)
 	}
 	step("raft state checked", "existing", has)
+	if has {
+		if err := n.recoverPeers(rc, snaps); err != nil {
+			return err
+		}
+	}
 	r, err := raft.NewRaft(rc, fsmFeed{n}, n.logs, w, snaps, n.transport)
 	if err != nil {
 		return fmt.Errorf("start raft: %w", err)
@@ -435,17 +440,20 @@ func (n *Node) startClusterPort(hl hclog.Logger) error {
 	}
 	n.mux = newMux(n.tls.wrapListener(ln), n.cfg.MaxClusterConns, n.logger.Printf)
 	n.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  &raftLayer{muxListener: n.mux.raft, advertise: adv, n: n},
-		MaxPool: 3,
-		Timeout: 10 * time.Second,
-		Logger:  hl,
+		Stream:                &raftLayer{muxListener: n.mux.raft, advertise: adv, n: n},
+		ServerAddressProvider: gossipAddrs{n},
+		MaxPool:               3,
+		Timeout:               10 * time.Second,
+		Logger:                hl,
 	})
 	n.mux.serve(n.ServeClusterConn)
 	return nil
 }
 
 // advertiseAddr is the cluster address peers dial: -advertise's host with
-// the listener's port.
+// the listener's port. A host name is kept as a name (Raft's
+// configuration holds it, and each dial resolves it), so a node whose IP
+// changes under a stable name (Compose, a StatefulSet) is found again.
 func (n *Node) advertiseAddr(bound net.Addr) (net.Addr, error) {
 	tcp, ok := bound.(*net.TCPAddr)
 	if !ok {
@@ -457,15 +465,13 @@ func (n *Node) advertiseAddr(bound net.Addr) (net.Addr, error) {
 		}
 		return bound, nil
 	}
-	ip := net.ParseIP(n.cfg.Advertise)
-	if ip == nil {
-		addrs, err := net.LookupIP(n.cfg.Advertise)
-		if err != nil || len(addrs) == 0 {
-			return nil, fmt.Errorf("-advertise %q: cannot resolve it: %v", n.cfg.Advertise, err)
-		}
-		ip = addrs[0]
+	if ip := net.ParseIP(n.cfg.Advertise); ip != nil {
+		return &net.TCPAddr{IP: ip, Port: tcp.Port}, nil
 	}
-	return &net.TCPAddr{IP: ip, Port: tcp.Port}, nil
+	if _, err := net.LookupHost(n.cfg.Advertise); err != nil {
+		n.warnf("-advertise %q does not resolve yet (%v): peers resolve it at each dial", n.cfg.Advertise, err)
+	}
+	return hostAddr(net.JoinHostPort(n.cfg.Advertise, strconv.Itoa(tcp.Port))), nil
 }
 
 // meta is what this node advertises by gossip. How many tools it can run
@@ -880,119 +886,4 @@ func (n *Node) applyHere(data []byte, timeout time.Duration, from string) (raftf
 	default:
 		return raftfsm.Result{}, f.Index(), nil
 	}
-}
-
-// Close stops the node: 9P first (no new requests); then, if it leads, it
-// hands leadership to another voter; then the publisher, resolver and
-// leader loop stop; gossip leaves gracefully (the leader then removes this
-// node from Raft); Raft shuts down, and its log is closed last.
-func (n *Node) Close() error {
-	n.closeOnce.Do(func() {
-		if n.mcp != nil {
-			n.mcp.close()
-		}
-		if n.p9 != nil {
-			n.p9.Close()
-		} else if n.p9ln != nil {
-			n.p9ln.Close()
-		}
-		n.closing.Store(true)
-		if n.leading() && n.otherVoters() {
-			if err := n.raftNode().LeadershipTransfer().Error(); err != nil {
-				n.warnf("handing over leadership: %v", err)
-			}
-		}
-		// Under raftMu: a late open of Raft (lazyraft.go) has ended or
-		// will not begin.
-		n.raftMu.Lock()
-		n.cancel()
-		n.raftMu.Unlock()
-		if n.rep.hub != nil {
-			n.rep.hub.Close()
-		}
-		if n.gossip != nil {
-			if err := n.gossip.Leave(2 * time.Second); err != nil {
-				n.warnf("gossip leave: %v", err)
-			}
-			n.awaitRemoval(leaveDrain)
-		}
-		n.wg.Wait()
-		n.stopBlobs()
-		n.fwd.closeAll()
-		if n.runner != nil {
-			if err := n.runner.Close(); err != nil {
-				n.logger.Printf("removing the cgroups of calls: %v", err)
-			}
-		}
-		n.callConns.closeAll()
-		if r := n.raftNode(); r != nil {
-			if err := r.Shutdown().Error(); err != nil {
-				n.closeErr = fmt.Errorf("raft shutdown: %w", err)
-			}
-		}
-		if c, ok := n.transport.(io.Closer); ok && n.cfg.RaftTransport == nil {
-			c.Close()
-		}
-		if n.mux != nil {
-			n.mux.close()
-		}
-		// The log store last: Raft may write to it until Shutdown returns.
-		if n.wal != nil {
-			if err := n.wal.Close(); err != nil && n.closeErr == nil {
-				n.closeErr = fmt.Errorf("raft log close: %w", err)
-			}
-		}
-		if n.walMeta != nil {
-			if err := n.walMeta.Close(); err != nil && n.closeErr == nil {
-				n.closeErr = fmt.Errorf("raft log metadata close: %w", err)
-			}
-		}
-		// The audit log last: everything that records has stopped.
-		if err := n.audit.Close(); err != nil && n.closeErr == nil {
-			n.closeErr = err
-		}
-	})
-	return n.closeErr
-}
-
-// leaveDrain bounds how long a leaving server waits for the leader to
-// take it out of Raft's configuration.
-const leaveDrain = 3 * time.Second
-
-// awaitRemoval, on a server that left gossip, waits until the leader has
-// removed it from Raft's configuration, as a leaving Consul server does:
-// the removal is a commit that may need this node's vote (two voters
-// need both), so its Raft must answer until then. It gives up after d,
-// and at once on a client or the last voter.
-func (n *Node) awaitRemoval(d time.Duration) {
-	if n.raftNode() == nil || !n.otherVoters() {
-		return
-	}
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if in, err := n.inRaft(); err != nil || !in {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	n.warnf("leaving: the leader had not removed this node from Raft within %s; the others will once it is seen gone", d)
-}
-
-// otherVoters reports whether the configuration has a voter besides this
-// node.
-func (n *Node) otherVoters() bool {
-	r := n.raftNode()
-	if r == nil {
-		return false
-	}
-	f := r.GetConfiguration()
-	if f.Error() != nil {
-		return false
-	}
-	for _, s := range f.Configuration().Servers {
-		if s.Suffrage == raft.Voter && string(s.ID) != n.cfg.Name {
-			return true
-		}
-	}
-	return false
 }
