@@ -1224,7 +1224,14 @@ func Test_E2E_Cluster_Linearizable(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 	halt()
+	checkLinearizable(t, nodes, clients, base)
+}
 
+// checkLinearizable waits until every node shows the same loaded set and
+// revision of the lz agent, then checks the clients' history, closed by
+// a read of that final set, with porcupine.
+func checkLinearizable(t *testing.T, nodes []*cnode, clients []*lzClient, base time.Time) {
+	t.Helper()
 	// Every node converges on one loaded set and revision.
 	var final string
 	pollUntil(t, 20*time.Second, "every node to show the same loaded set and revision", func() (bool, string) {
