@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -196,5 +199,63 @@ func Test_InMem_UnknownTokenWhileBehindIsCatchingUp(t *testing.T) {
 	})
 	if _, err := r.attach("tn_nobody-made-this", remote); !errors.Is(err, errBadToken) {
 		t.Fatalf("attach with a token nobody made: %v, want %v", err, errBadToken)
+	}
+}
+
+// Two of three voters are gone for good: the survivor has no quorum and
+// cannot elect itself. Its operator writes DATA/raft/peers.json naming it
+// alone; at its next start it recovers Raft with that configuration,
+// leads, keeps the state, and takes writes. A malformed file stops the
+// start with an error naming the file, and changes nothing.
+func Test_InMem_PeersFileRecoversLostQuorum(t *testing.T) {
+	t.Parallel()
+	c := newInmemCluster(t, 0, "n1", "n2", "n3")
+	l := c.waitLeader("n1", "n2", "n3")
+	newSession(t, l, "before")
+	waitSameState(t, c, 10*time.Second)
+	c.crash("n2")
+	c.crash("n3")
+	c.crash("n1")
+	n1 := c.members["n1"]
+	peers := filepath.Join(n1.cfg.DataDir, "raft", PeersFile)
+
+	// Control: without the file, the survivor does not lead.
+	alone := c.restart("n1")
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if alone.leading() {
+			t.Fatal("control: the survivor leads without the peers file")
+		}
+	}
+	c.crash("n1")
+	alone.Close()
+	n1.node = nil
+
+	if err := os.WriteFile(peers, []byte(`[{"id": "n1"}]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := n1.cfg
+	cfg.P9Listener = listen(t)
+	if n, err := New(cfg); err == nil {
+		n.Close()
+		t.Fatal("a peers file without an address was accepted")
+	} else if !strings.Contains(err.Error(), PeersFile) {
+		t.Fatalf("the error does not name the file: %v", err)
+	}
+
+	conf := fmt.Sprintf(`[{"id": "n1", "address": %q}]`, n1.raftTr.LocalAddr())
+	if err := os.WriteFile(peers, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := c.start(n1)
+	waitFor(t, "n1 to lead alone", 10*time.Second, func() bool { return r.leading() })
+	if !hasSessions(r, "before") {
+		t.Fatal("the recovered node lost the state")
+	}
+	newSession(t, r, "after")
+	if _, err := os.Stat(peers + ".done"); err != nil {
+		t.Fatalf("the peers file was not set aside: %v", err)
+	}
+	if _, err := os.Stat(peers); err == nil {
+		t.Fatal("the peers file is still there: the recovery would run again")
 	}
 }
