@@ -140,7 +140,7 @@ type serveOptions struct {
 // defaults read the environment ($HOME, $XDG_*, $OLLIE_TOOLS_PATH,
 // $TOOLNODE_GOSSIP_KEY). docs/flags.md is generated from it.
 func serveFlags(o *serveOptions) *flag.FlagSet {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs := newFlagSet("serve", "[serve] [flags]")
 	cfg := &o.cfg
 	fs.StringVar(&cfg.Name, "name", "", "node name (default: hostname)")
 	fs.StringVar(&cfg.DataDir, "data", dataDefault(), "data dir")
