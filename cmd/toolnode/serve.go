@@ -22,11 +22,6 @@ import (
 )
 
 func serve(args []string) (err error) {
-	stopProfile, err := startProfile()
-	if err != nil {
-		return err
-	}
-	defer stopProfile()
 	if err := loadEnvFile(configPath("env")); err != nil {
 		return err
 	}
