@@ -6,19 +6,14 @@ import (
 	"time"
 )
 
-// forwardSettings are the ways a leader can let a follower know that a
-// forwarded write committed: the commit notice at the node's
-// CommitTimeout (the default, 250 ms), the Barrier nudge it replaced, the
-// library alone at its own CommitTimeout (50 ms), and the 5 ms
-// CommitTimeout the node used before the nudge.
+// forwardSettings are the node's default (the commit notice, CommitTimeout
+// 250 ms) and the same at hashicorp/raft's own CommitTimeout (50 ms).
 var forwardSettings = []struct {
 	name  string
 	flags []string
 }{
 	{"notice,commit=250ms", nil},
-	{"barrier,commit=250ms", []string{"-raft-nudge-barrier"}},
-	{"no-nudge,commit=50ms", []string{"-raft-no-nudge", "-raft-commit-timeout", "50ms"}},
-	{"no-nudge,commit=5ms", []string{"-raft-no-nudge", "-raft-commit-timeout", "5ms"}},
+	{"notice,commit=50ms", []string{"-raft-commit-timeout", "50ms"}},
 }
 
 // BenchmarkForwardedWrites measures one client writing (tool_load and
