@@ -60,7 +60,7 @@ func BenchmarkForwardedWrites(b *testing.B) {
 
 // BenchmarkIdleCPU measures the CPU all node processes of an idle cluster
 // use, in percent of one core, at the default CommitTimeout (250 ms), the
-// library's 50 ms and the former 5 ms, for 3 and 10 nodes (5 voters). b.N
+// library's 50 ms and 5 ms, for 3 and 10 nodes (5 voters). b.N
 // is ignored beyond the first iteration: each sample is a 5 s window
 // after the cluster settled. BenchmarkScale measures more, per process.
 func BenchmarkIdleCPU(b *testing.B) {

@@ -39,11 +39,10 @@ import (
 //   - RSS of the leader, a server and a client (mean), from /proc.
 //
 // Legs: "clients" is the default (-voters 5: five servers, the rest
-// clients); "allraft" makes every node a Raft server (-servers N), as
-// every node was before clients existed; "baseline" is "clients" with the
-// binary TOOLNODE_BENCH_BASELINE names (an older build); "commit=D" is
-// "clients" with -raft-commit-timeout D (commit=50ms: the library's
-// default, the node's before every server was told of each commit);
+// clients); "allraft" makes every node a Raft server (-servers N);
+// "baseline" is "clients" with the binary TOOLNODE_BENCH_BASELINE names
+// (another build); "commit=D" is "clients" with -raft-commit-timeout D
+// (commit=50ms: the library's default);
 // "waves" is "clients" with the nodes past the seeds launched
 // TOOLNODE_SCALE_WAVE (default 10) at a time, each wave once the one
 // before serves (its own start, not its formation, so the waves overlap);
@@ -128,8 +127,8 @@ func runScale(b *testing.B, size int, leg string) {
 		c.env = strings.Split(kv, "+")
 	}
 	if leg == "baseline" {
-		// The clients leg with the binary TOOLNODE_BENCH_BASELINE (an
-		// older build), run beside the others.
+		// The clients leg with the binary TOOLNODE_BENCH_BASELINE
+		// (another build), run beside the others.
 		c.bin = os.Getenv("TOOLNODE_BENCH_BASELINE")
 		if c.bin == "" {
 			b.Skip("TOOLNODE_BENCH_BASELINE is not set")

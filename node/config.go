@@ -125,15 +125,15 @@ type Config struct {
 
 	// StreamLeaderless is how long a client follows a server that says
 	// it has no leader (cut off from it) before it moves to another;
-	// default stream.DefaultLeaderless; negative: it stays, as it did
-	// before (tests measure the difference).
+	// default stream.DefaultLeaderless; negative: it stays (the control
+	// of the test that shows why a client moves).
 	StreamLeaderless time.Duration
 }
 
 // DefaultCommitTimeout is five times hashicorp/raft's own default (50 ms):
 // followers learn each commit from the leader's commit notice at once
 // (notice.go), so the idle leader's periodic AppendEntries to each
-// follower is only a fallback, and at 50 ms it was half of the idle
+// follower is only a fallback, and at 50 ms it is half of an idle
 // leader's wake-ups (BENCHMARKS.md).
 const DefaultCommitTimeout = 250 * time.Millisecond
 
