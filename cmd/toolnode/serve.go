@@ -63,7 +63,7 @@ func serve(args []string) (err error) {
 	if o.encrypt != "" {
 		key, err := base64.StdEncoding.DecodeString(o.encrypt)
 		if err != nil || (len(key) != 16 && len(key) != 24 && len(key) != 32) {
-			return errors.New("-o.encrypt needs a base64 key of 32 bytes (toolnode keygen makes one)")
+			return errors.New("-encrypt needs a base64 key of 32 bytes (toolnode keygen makes one)")
 		}
 		cfg.EncryptKey = key
 	}

@@ -75,3 +75,17 @@ func TestSubcommandHelp(t *testing.T) {
 		}
 	}
 }
+
+// A bad -encrypt key is refused before anything starts, naming the flag.
+func TestServeRefusesBadKey(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command(binPath, "serve", "-encrypt", "not-a-key", "-data", t.TempDir())
+	cmd.Env = []string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin"}
+	out, err := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); err == nil || code != 1 {
+		t.Fatalf("toolnode serve -encrypt not-a-key: exit status %d, %v; want 1", code, err)
+	}
+	if !strings.Contains(string(out), "-encrypt needs a base64 key of 32 bytes") {
+		t.Errorf("toolnode serve -encrypt not-a-key said %q", out)
+	}
+}
