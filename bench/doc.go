@@ -66,7 +66,7 @@
 // The nodes run a copy of the binary the linker wrote, as a baseline
 // binary is a copy: on this machine the linker's own file, run by a
 // hundred processes, mapped 2-3 MiB more in each and idled ~30 % dearer
-// than a copy of it (BENCHMARKS.md, "A hundred nodes forming, again").
+// than a copy of it (BENCHMARKS.md, "Measuring").
 //
 // The package has no code outside its tests and the floor programs; "go test ./bench/" without
 // -bench runs only quick unit tests of the helpers. The etcd baseline

@@ -23,10 +23,9 @@ import (
 // (answered once the leader committed them; the follower's next agent
 // read waits to have applied them), and agent/new in a session of the
 // client's own (answered once the leader committed it too; a walk into
-// the agent waits for it), whose 9P steps each report their mean time. The settings: the commit notice (the
-// default) and the Barrier nudge it replaces (-raft-nudge-barrier); and,
-// when TOOLNODE_BENCH_BASELINE names another toolnode binary, that
-// binary's default: before and after in one run. Every leg also reports
+// the agent waits for it), whose 9P steps each report their mean time. The settings: this tree's
+// binary and, when TOOLNODE_BENCH_BASELINE names another toolnode binary,
+// that binary's default: before and after in one run. Every leg also reports
 // cpu-µs/write: the CPU (user and system, /proc/PID/stat) of all three
 // processes of its cluster over the leg, per write.
 func BenchmarkFollowerWrites(b *testing.B) {
@@ -38,7 +37,6 @@ func BenchmarkFollowerWrites(b *testing.B) {
 	}
 	settings := []setting{
 		{"notice", "", nil},
-		{"barrier", "", []string{"-raft-nudge-barrier"}},
 	}
 	if bin := os.Getenv("TOOLNODE_BENCH_BASELINE"); bin != "" {
 		settings = append(settings, setting{"baseline", bin, nil})
@@ -593,10 +591,7 @@ func writeBurst(ws []writer, n int) (time.Duration, error) {
 // and of a client (a fourth node, -voters 3) shows it (visible-*-ms,
 // from the start of the write). The clusters: this tree's binary; with
 // TOOLNODE_BENCH_BASELINE another binary (TOOLNODE_BENCH_BASELINE_ARGS
-// adds flags to it); with TOOLNODE_BENCH_NO_BROADCAST=1 this tree's
-// binary with -raft-no-commit-broadcast (the commit notice only to a
-// forwarding node, as before every server was told;
-// TOOLNODE_BENCH_NO_BROADCAST_ARGS adds flags). It also reports the CPU
+// adds flags to it). It also reports the CPU
 // each cluster's four processes spent per iteration.
 func BenchmarkWriteVisible(b *testing.B) {
 	type cluster struct {
@@ -620,9 +615,6 @@ func BenchmarkWriteVisible(b *testing.B) {
 	toolnode("", "")
 	if bin := os.Getenv("TOOLNODE_BENCH_BASELINE"); bin != "" {
 		toolnode("baseline,", bin, strings.Fields(os.Getenv("TOOLNODE_BENCH_BASELINE_ARGS"))...)
-	}
-	if os.Getenv("TOOLNODE_BENCH_NO_BROADCAST") == "1" {
-		toolnode("no-broadcast,", "", append([]string{"-raft-no-commit-broadcast"}, strings.Fields(os.Getenv("TOOLNODE_BENCH_NO_BROADCAST_ARGS"))...)...)
 	}
 	for _, cl := range clusters {
 		cl.w.seen = [2]time.Duration{}

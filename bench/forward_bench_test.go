@@ -6,19 +6,14 @@ import (
 	"time"
 )
 
-// forwardSettings are the ways a leader can let a follower know that a
-// forwarded write committed: the commit notice at the node's
-// CommitTimeout (the default, 250 ms), the Barrier nudge it replaced, the
-// library alone at its own CommitTimeout (50 ms), and the 5 ms
-// CommitTimeout the node used before the nudge.
+// forwardSettings are the node's default (the commit notice, CommitTimeout
+// 250 ms) and the same at hashicorp/raft's own CommitTimeout (50 ms).
 var forwardSettings = []struct {
 	name  string
 	flags []string
 }{
 	{"notice,commit=250ms", nil},
-	{"barrier,commit=250ms", []string{"-raft-nudge-barrier"}},
-	{"no-nudge,commit=50ms", []string{"-raft-no-nudge", "-raft-commit-timeout", "50ms"}},
-	{"no-nudge,commit=5ms", []string{"-raft-no-nudge", "-raft-commit-timeout", "5ms"}},
+	{"notice,commit=50ms", []string{"-raft-commit-timeout", "50ms"}},
 }
 
 // BenchmarkForwardedWrites measures one client writing (tool_load and
@@ -65,7 +60,7 @@ func BenchmarkForwardedWrites(b *testing.B) {
 
 // BenchmarkIdleCPU measures the CPU all node processes of an idle cluster
 // use, in percent of one core, at the default CommitTimeout (250 ms), the
-// library's 50 ms and the former 5 ms, for 3 and 10 nodes (5 voters). b.N
+// library's 50 ms and 5 ms, for 3 and 10 nodes (5 voters). b.N
 // is ignored beyond the first iteration: each sample is a 5 s window
 // after the cluster settled. BenchmarkScale measures more, per process.
 func BenchmarkIdleCPU(b *testing.B) {

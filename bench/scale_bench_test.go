@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -40,11 +39,10 @@ import (
 //   - RSS of the leader, a server and a client (mean), from /proc.
 //
 // Legs: "clients" is the default (-voters 5: five servers, the rest
-// clients); "allraft" makes every node a Raft server (-servers N), as
-// every node was before clients existed; "baseline" is "clients" with the
-// binary TOOLNODE_BENCH_BASELINE names (an older build); "commit=D" is
-// "clients" with -raft-commit-timeout D (commit=50ms: the library's
-// default, the node's before every server was told of each commit);
+// clients); "allraft" makes every node a Raft server (-servers N);
+// "baseline" is "clients" with the binary TOOLNODE_BENCH_BASELINE names
+// (another build); "commit=D" is "clients" with -raft-commit-timeout D
+// (commit=50ms: the library's default);
 // "waves" is "clients" with the nodes past the seeds launched
 // TOOLNODE_SCALE_WAVE (default 10) at a time, each wave once the one
 // before serves (its own start, not its formation, so the waves overlap);
@@ -61,8 +59,6 @@ import (
 // (TOOLNODE_SCALE_FLOOR_ARGS adds flags to it), "gossip-probe1s" the
 // same with every member probing each second (the client's 3 s probe
 // off, in the same binary), "nothing" a Go process that does nothing.
-// TOOLNODE_SCALE_PROFILE=DIR: each node (of this build) writes a CPU
-// profile of its start, exec until formed, to DIR.
 // Run with -benchtime 1x; N=100 needs about 3 GB of memory.
 func BenchmarkScale(b *testing.B) {
 	sizes := []int{10, 50, 100}
@@ -90,10 +86,6 @@ func BenchmarkScale(b *testing.B) {
 		}
 	}
 }
-
-// scaleRound numbers the rounds of BenchmarkScale, for the names of
-// profiles.
-var scaleRound int
 
 const (
 	scaleSettle  = 5 * time.Second  // after formation, before the idle window
@@ -135,8 +127,8 @@ func runScale(b *testing.B, size int, leg string) {
 		c.env = strings.Split(kv, "+")
 	}
 	if leg == "baseline" {
-		// The clients leg with the binary TOOLNODE_BENCH_BASELINE (an
-		// older build), run beside the others.
+		// The clients leg with the binary TOOLNODE_BENCH_BASELINE
+		// (another build), run beside the others.
 		c.bin = os.Getenv("TOOLNODE_BENCH_BASELINE")
 		if c.bin == "" {
 			b.Skip("TOOLNODE_BENCH_BASELINE is not set")
@@ -178,22 +170,6 @@ func runScale(b *testing.B, size int, leg string) {
 		}
 	}
 	start, ready := c.start, c.ready
-	// TOOLNODE_SCALE_PROFILE=DIR: every node of this build writes a CPU
-	// profile of its start to DIR, from exec until the harness counts it
-	// formed (it then sends SIGUSR1): where the *-start-cpu-ms go.
-	profDir := os.Getenv("TOOLNODE_SCALE_PROFILE")
-	profiling := profDir != "" && !floor && leg != "baseline"
-	if profiling {
-		if err := os.MkdirAll(profDir, 0o755); err != nil {
-			b.Fatal(err)
-		}
-		scaleRound++
-		env := c.env
-		start = func(n *tnode) {
-			c.env = append(env[:len(env):len(env)], "TOOLNODE_CPUPROFILE="+filepath.Join(profDir, fmt.Sprintf("N%d-%s-r%d-%s.pprof", size, leg, scaleRound, n.name)))
-			c.start(n)
-		}
-	}
 	if floor {
 		start = func(n *tnode) {
 			args := []string{"-name", n.name, "-gossip", n.gossip, "-join", strings.Join(n.join, ",")}
@@ -245,9 +221,6 @@ func runScale(b *testing.B, size int, leg string) {
 				formedAt = append(formedAt, time.Since(begin).Seconds())
 				formedLast = append(formedLast, fmt.Sprintf("%s at %.1fs (before: %s)", n.name, formedAt[len(formedAt)-1], why[n.name]))
 				startTicks[n.name] = procTicksOr0(n.p.cmd.Process.Pid)
-				if profiling {
-					n.p.cmd.Process.Signal(syscall.SIGUSR1) // the profile ends here
-				}
 				if len(done) == size {
 					close(allFormed)
 				}
@@ -460,13 +433,6 @@ wait:
 	b.Logf("N=%d %s: launched in %v; half formed at %.1fs, nine in ten at %.1fs; the last: %s", size, leg, launched.Sub(begin).Round(time.Millisecond), p50, p90, strings.Join(formedLast[max(0, len(formedLast)-3):], "; "))
 	b.Logf("N=%d %s: formed in %v; idle CPU over %v %.1f%% of a core (leader %.1f%%, servers %s, clients mean %.3f%%); wake-ups/s leader %.0f, server %.0f, client %.1f; CPU until formed: server %.0f ms, client %.0f ms; RSS leader %.0f MiB, server %.0f, client %.0f",
 		size, leg, formed.Round(time.Millisecond), window, total, leader, pcts(servers), mean(clients), leaderWakes, mean(serverWakes), mean(clientWakes), mean(serverStart), mean(clientStart), leaderRSS, mean(serverRSS), mean(clientRSS))
-	if profiling {
-		for _, n := range c.nodes {
-			if err := waitLog(n.p, "CPU profile written", 30*time.Second); err != nil {
-				b.Logf("%s: %v", n.name, err)
-			}
-		}
-	}
 	// Stop every process now, not at the end of the benchmark.
 	var wg sync.WaitGroup
 	for _, n := range c.nodes {

@@ -244,9 +244,8 @@ func (n *Node) Members() string {
 		if role == "" {
 			role = "client"
 		}
-		// What the node can run, from the capabilities it gossips; a node
-		// of an older build whose capabilities have not arrived yet
-		// advertises the count in its meta.
+		// What the node can run, from the capabilities it gossips; until
+		// they arrive, the count its node meta carries, if any.
 		tools := m.Meta.Tools
 		if m.Name == n.cfg.Name {
 			tools = n.catalog.count()

@@ -1,8 +1,10 @@
 package node
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -151,12 +153,11 @@ func Test_Blobs_FetchOverClusterPort(t *testing.T) {
 	if err := os.WriteFile(p, bad, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// Control: without the digest check, a fetch from the publisher
-	// takes the corrupted bytes.
-	scratch, _ := blobstore.Open(t.TempDir())
-	got, err := n1.fetchInto(scratch, string(pub.transport.LocalAddr()), d, "", int64(len(exe)))
-	if err != nil || got == d {
-		t.Fatalf("control: an unchecked fetch from the publisher got %s, %v; want the corrupted bytes' digest", got, err)
+	// Control: the publisher serves the corrupted bytes under d; a fetch
+	// that took whatever came (the protocol spoken here, unchecked)
+	// would store them.
+	if got := blobstore.Digest(fetchRaw(t, n1, string(pub.transport.LocalAddr()), d)); got == d {
+		t.Fatalf("control: the publisher served bytes of digest %s, the uncorrupted executable's", got)
 	}
 	// A node that lacks it asks the publisher first, refuses its bytes,
 	// and takes them from another node.
@@ -310,4 +311,32 @@ func Test_Blobs_MaxExecSize(t *testing.T) {
 	if !errors.Is(err, raftfsm.ErrInvalid) || !strings.Contains(err.Error(), "-max-exec-size") {
 		t.Fatalf("a command over the leader's limit: %v", err)
 	}
+}
+
+// fetchRaw asks the node at addr for blob d over the cluster port, as
+// fetchFrom does, and returns the bytes it sends, unchecked.
+func fetchRaw(t *testing.T, n *Node, addr, d string) []byte {
+	t.Helper()
+	c, err := n.dialCluster(addr, protoBlob, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.WriteString(c, d+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	if answer, err := br.ReadByte(); err != nil || answer != blobHave {
+		t.Fatalf("blob %s from %s: answer %#x, %v", d, addr, answer, err)
+	}
+	var hdr [8]byte
+	if _, err := io.ReadFull(br, hdr[:]); err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, binary.BigEndian.Uint64(hdr[:]))
+	if _, err := io.ReadFull(br, b); err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -119,31 +119,21 @@ type Config struct {
 	// CommitTimeout is Raft's: how long a leader with nothing to send
 	// waits before it sends followers the commit index anyway; default
 	// DefaultCommitTimeout. After each commit the leader tells every
-	// server at once with a commit notice (notice.go); NoCommitBroadcast
-	// tells only the node that forwarded a write (as before the
-	// broadcast), NudgeBarrier makes the leader append a Barrier instead
-	// (the former way, retry.go), and NoNudge does neither. All exist to
-	// measure the difference.
-	CommitTimeout     time.Duration
-	NoNudge           bool
-	NudgeBarrier      bool
-	NoCommitBroadcast bool
+	// server at once with a commit notice (notice.go), so this is the
+	// fallback for a notice that was lost.
+	CommitTimeout time.Duration
 
 	// StreamLeaderless is how long a client follows a server that says
 	// it has no leader (cut off from it) before it moves to another;
-	// default stream.DefaultLeaderless; negative: it stays, as it did
-	// before (tests measure the difference).
+	// default stream.DefaultLeaderless; negative: it stays (the control
+	// of the test that shows why a client moves).
 	StreamLeaderless time.Duration
-
-	// noRequestIDs proposes commands without a request id, as before ids
-	// existed: for the control of the test that shows what they prevent.
-	noRequestIDs bool
 }
 
 // DefaultCommitTimeout is five times hashicorp/raft's own default (50 ms):
 // followers learn each commit from the leader's commit notice at once
 // (notice.go), so the idle leader's periodic AppendEntries to each
-// follower is only a fallback, and at 50 ms it was half of the idle
+// follower is only a fallback, and at 50 ms it is half of an idle
 // leader's wake-ups (BENCHMARKS.md).
 const DefaultCommitTimeout = 250 * time.Millisecond
 

@@ -14,7 +14,7 @@ import (
 // each verifying the other's chain against that CA and nothing else. A
 // peer without the key cannot make a certificate the CA signed, so its
 // handshake fails and the connection is closed before a byte of any
-// protocol is read. (README "The cluster port" gives the construction.)
+// protocol is read. (docs/security.md, "The cluster port", gives the construction.)
 func keyClusterTLS(gossipKey []byte, node string) (*clusterTLS, error) {
 	ca, err := tlsutil.DeriveCA(gossipKey)
 	if err != nil {

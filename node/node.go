@@ -305,7 +305,7 @@ func (n *Node) raftConfig(hl hclog.Logger) *raft.Config {
 	// commit notice (notice.go), so CommitTimeout is only a fallback and
 	// defaults to five times the library's: each of its ticks is an
 	// AppendEntries to every follower, most of an idle leader's wake-ups
-	// (the 5 ms it once was cost ~15% of a core on three nodes).
+	// (at 5 ms, ~15% of a core on three nodes).
 	rc.CommitTimeout = n.cfg.CommitTimeout
 	rc.SnapshotThreshold = 4096
 	rc.TrailingLogs = 4096
@@ -414,10 +414,8 @@ func (n *Node) openRaft(late bool) error {
 	step("raft started (snapshot restored)", "applied", n.fsm.LastIndex(), "last-index", r.LastIndex())
 	n.raftp.Store(r)
 	n.observeStatus(r)
-	if n.broadcasting() {
-		n.wg.Add(1)
-		go n.broadcastCommits()
-	}
+	n.wg.Add(1)
+	go n.broadcastCommits()
 	n.wg.Add(1)
 	go n.watchLeadership(notify)
 	return nil
@@ -763,17 +761,13 @@ func (n *Node) apply(t raftfsm.CommandType, body any) (raftfsm.Result, error) {
 	if err != nil {
 		return raftfsm.Result{}, err
 	}
-	once := false
-	if !n.cfg.noRequestIDs {
-		if data, err = raftfsm.Request(rand.Text(), data); err != nil {
-			return raftfsm.Result{}, err
-		}
-		once = true
+	if data, err = raftfsm.Request(rand.Text(), data); err != nil {
+		return raftfsm.Result{}, err
 	}
 	deadline := time.Now().Add(applyTimeout)
 	for {
-		r, err := n.applyOnce(t, data, once, time.Until(deadline))
-		if err == nil || !retryable(once, err) {
+		r, err := n.applyOnce(t, data, time.Until(deadline))
+		if err == nil || !retryable(err) {
 			return r, err
 		}
 		if time.Now().After(deadline) {
@@ -791,15 +785,16 @@ func (n *Node) apply(t raftfsm.CommandType, body any) (raftfsm.Result, error) {
 }
 
 // retryable: the write was certainly not applied, and may succeed later;
-// or it may have been applied and proposing it again cannot apply it a
-// second time (once).
-func retryable(once bool, err error) bool {
+// or it may have been applied, and proposing it again cannot apply it a
+// second time (its request id).
+func retryable(err error) bool {
 	return errors.Is(err, errUnsent) || errors.Is(err, raft.ErrNotLeader) ||
 		errors.Is(err, ErrNoLeader) || errors.Is(err, raft.ErrLeadershipTransferInProgress) ||
-		(once && errors.Is(err, errAmbiguous))
+		errors.Is(err, errAmbiguous)
 }
 
-func (n *Node) applyOnce(t raftfsm.CommandType, data []byte, once bool, timeout time.Duration) (raftfsm.Result, error) {
+// applyOnce proposes data once: on the leader, or forwarded to it.
+func (n *Node) applyOnce(t raftfsm.CommandType, data []byte, timeout time.Duration) (raftfsm.Result, error) {
 	if n.leading() {
 		r, _, err := n.applyHere(data, timeout, "this node")
 		return r, err
@@ -809,7 +804,7 @@ func (n *Node) applyOnce(t raftfsm.CommandType, data []byte, once bool, timeout 
 		return raftfsm.Result{}, ErrNoLeader
 	}
 	wait := timeout
-	if once && len(data) < 1<<20 {
+	if len(data) < 1<<20 {
 		// Give up on a silent leader early: the retry is safe. (A large
 		// command may take its time to travel.)
 		wait = min(timeout, fwdAnswerTimeout)
@@ -870,13 +865,6 @@ func (n *Node) applyHere(data []byte, timeout time.Duration, from string) (raftf
 			return raftfsm.Result{}, 0, fmt.Errorf("the leader lost its leadership while the write was in flight: %w", errAmbiguous)
 		}
 		return raftfsm.Result{}, 0, fmt.Errorf("write not committed: %w", err)
-	}
-	if raftfsm.TypeOf(data) == raftfsm.CmdRevokeToken && !n.broadcasting() {
-		// Every node refuses a revoked token at once, not at the
-		// follower's next AppendEntries (up to CommitTimeout later);
-		// without the broadcast a commit notice tells only the node that
-		// forwarded a write.
-		n.nudgeFollowers()
 	}
 	switch r := f.Response().(type) {
 	case error:

@@ -106,11 +106,6 @@ type commitNotices struct {
 	term    uint64
 }
 
-// broadcasting reports whether every commit is told to every server.
-func (n *Node) broadcasting() bool {
-	return !n.cfg.NoNudge && !n.cfg.NudgeBarrier && !n.cfg.NoCommitBroadcast
-}
-
 // committed is called by the FSM's feed after it applied a batch whose
 // last entry is index, of term. On the leader it wakes broadcastCommits;
 // it never blocks, and changes nothing the FSM holds.
@@ -179,9 +174,9 @@ func (n *Node) broadcastCommits() {
 // It returns at once; the notice goes from a goroutine per follower.
 func (n *Node) tellCommitted(id raft.ServerID, addr raft.ServerAddress, index uint64) {
 	switch {
-	case n.cfg.NoNudge, id == raft.ServerID(n.cfg.Name):
+	case id == raft.ServerID(n.cfg.Name):
 		return // this node applied it before it answered, and its stream's clients have it
-	case n.cfg.NudgeBarrier || id == "" || addr == "":
+	case id == "" || addr == "":
 		n.nudgeFollowers()
 		return
 	}

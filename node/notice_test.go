@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/toolnode/toolnode/p9"
+	"github.com/toolnode/toolnode/raftfsm"
 )
 
 // waitAdminTokens waits until every node's first-start token write has
@@ -31,6 +32,12 @@ func waitAdminTokens(t *testing.T, c *inmemCluster) {
 		})
 	}
 }
+
+// stopBroadcast makes leader l tell no server of its commits unasked,
+// from now on while it leads: the variant without the broadcast, for
+// the controls (commit notices to a node that forwarded a write or asked
+// the leader's index still go).
+func stopBroadcast(l *Node) { l.notices.leading.Store(false) }
 
 // heldBack is the control of the commit notices: told nothing, follower f
 // stores the entry of a session written on leader l and does not apply
@@ -79,9 +86,10 @@ func heldBack(t *testing.T, l, f *Node, name string) string {
 // once: the ReadIndex gets it a notice too.
 func Test_InMem_CommitNotice(t *testing.T) {
 	t.Parallel()
-	c := newInmemClusterWith(t, 0, func(cfg *Config) { cfg.CommitTimeout, cfg.NoCommitBroadcast = time.Hour, true }, "n1", "n2", "n3")
+	c := newInmemClusterWith(t, 0, func(cfg *Config) { cfg.CommitTimeout = time.Hour }, "n1", "n2", "n3")
 	all := c.up()
 	l := c.waitLeader(all...)
+	stopBroadcast(l)
 	fs := others(all, l.Name())
 	f, g := c.node(fs[0]), c.node(fs[1])
 	waitAdminTokens(t, c)
@@ -140,7 +148,7 @@ func Test_InMem_CommitBroadcast(t *testing.T) {
 	for _, broadcast := range []bool{true, false} {
 		c := newInmemCluster(t, 3)
 		c.servers = 4 // n4 a non-voter, n5 a client
-		c.tweak = func(cfg *Config) { cfg.CommitTimeout, cfg.NoCommitBroadcast = time.Hour, !broadcast }
+		c.tweak = func(cfg *Config) { cfg.CommitTimeout = time.Hour }
 		for _, name := range []string{"n1", "n2", "n3", "n4"} {
 			c.add(name)
 		}
@@ -152,6 +160,7 @@ func Test_InMem_CommitBroadcast(t *testing.T) {
 		waitFor(t, "n5 to follow a server", 10*time.Second, func() bool { return client.Ready() == nil })
 
 		if !broadcast {
+			stopBroadcast(l)
 			heldBack(t, l, c.node(others(all, l.Name(), "n4", "n5")[0]), "b")
 			continue
 		}
@@ -205,9 +214,10 @@ func Test_InMem_CommitBroadcast(t *testing.T) {
 // notice with the right term, is taken.
 func Test_InMem_CommitNoticeChecked(t *testing.T) {
 	t.Parallel()
-	c := newInmemClusterWith(t, 0, func(cfg *Config) { cfg.CommitTimeout, cfg.NoCommitBroadcast = time.Hour, true }, "n1", "n2", "n3")
+	c := newInmemClusterWith(t, 0, func(cfg *Config) { cfg.CommitTimeout = time.Hour }, "n1", "n2", "n3")
 	all := c.up()
 	l := c.waitLeader(all...)
+	stopBroadcast(l)
 	f := c.node(others(all, l.Name())[0])
 	waitAdminTokens(t, c)
 
@@ -279,9 +289,9 @@ func (c *cutAnswer) Read(p []byte) (int, error) {
 
 // A create forwarded through a follower whose answer is lost after the
 // leader applied it is retried, and makes one session (one agent), whose
-// name it answers. The control, with commands proposed without request
-// ids: the create fails as one that may or may not have been applied, and
-// it was.
+// name it answers. The control, the same create proposed once without a
+// request id (proposeBare): it fails as one that may or may not have been
+// applied, and it was.
 func Test_InMem_RetriedCreateAppliesOnce(t *testing.T) {
 	t.Parallel()
 	for _, ids := range []bool{true, false} {
@@ -290,7 +300,7 @@ func Test_InMem_RetriedCreateAppliesOnce(t *testing.T) {
 			name = "control: without request ids"
 		}
 		t.Run(name, func(t *testing.T) {
-			c := newInmemClusterWith(t, 0, func(cfg *Config) { cfg.noRequestIDs = !ids }, "n1", "n2", "n3")
+			c := newInmemCluster(t, 0, "n1", "n2", "n3")
 			all := c.up()
 			l := c.waitLeader(all...)
 			f := c.node(others(all, l.Name())[0])
@@ -324,8 +334,18 @@ func Test_InMem_RetriedCreateAppliesOnce(t *testing.T) {
 				create func() (string, error)
 				walk   func(string) error
 			}{
-				{"session", sessions, func() (string, error) { return f.NewSession("") }, f.WalkSession},
-				{"agent", agents, func() (string, error) { return f.NewAgent("s", "") }, func(a string) error { return f.WalkAgent("s", a) }},
+				{"session", sessions, func() (string, error) {
+					if !ids {
+						return proposeBare(f, raftfsm.CmdCreateSession, raftfsm.CreateSession{Time: nowNano()})
+					}
+					return f.NewSession("")
+				}, f.WalkSession},
+				{"agent", agents, func() (string, error) {
+					if !ids {
+						return proposeBare(f, raftfsm.CmdCreateAgent, raftfsm.CreateAgent{Session: "s"})
+					}
+					return f.NewAgent("s", "")
+				}, func(a string) error { return f.WalkAgent("s", a) }},
 			} {
 				mu.Lock()
 				list, before = tc.list, len(tc.list())
@@ -409,4 +429,16 @@ func Test_InMem_CreateThroughFollowerReadsBack(t *testing.T) {
 	}
 	c.heal()
 	waitFor(t, f.Name()+" to find s0/cut", 20*time.Second, func() bool { return f.WalkAgent("s0", "cut") == nil })
+}
+
+// proposeBare proposes a command once through n, without the request id
+// every write of the node carries: what a retry could not tell from a new
+// write.
+func proposeBare(n *Node, t raftfsm.CommandType, body any) (string, error) {
+	data, err := raftfsm.Encode(t, body)
+	if err != nil {
+		return "", err
+	}
+	r, err := n.applyOnce(t, data, applyTimeout)
+	return r.Name, err
 }

@@ -12,8 +12,8 @@ import (
 //
 // Every join a node hears of changes the list, and while N nodes form a
 // cluster each hears N joins: rewriting the file at each (a write and a
-// rename, ~1 ms of CPU on a loaded host) was ~10 % of a client's start at
-// N=50, N² writes across the cluster. The file is written at the first
+// rename, ~1 ms of CPU on a loaded host) would be N² writes across the
+// cluster, ~10 % of a client's start at N=50. The file is written at the first
 // join at once, so that a node killed right after it joined still knows
 // it has been in a cluster; later changes at most every peersSaveEvery,
 // and whatever is pending once more as the node stops.

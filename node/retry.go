@@ -44,18 +44,14 @@ var errAmbiguous = errors.New("the write may or may not have been applied")
 // the node's default). It costs a log write (an fsync) on the leader
 // and on each follower, so it is the fallback of the commit notice
 // (notice.go), used when a notice for a forwarded write or a ReadIndex
-// cannot be delivered, and the way of -raft-nudge-barrier. Nudges
-// coalesce: while one Barrier is being enqueued, further requests make at
-// most one more.
+// cannot be delivered. Nudges coalesce: while one Barrier is being
+// enqueued, further requests make at most one more.
 type nudger struct {
 	want    atomic.Bool
 	running atomic.Bool
 }
 
 func (n *Node) nudgeFollowers() {
-	if n.cfg.NoNudge {
-		return
-	}
 	n.nudge.want.Store(true)
 	if !n.nudge.running.CompareAndSwap(false, true) {
 		return

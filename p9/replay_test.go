@@ -8,7 +8,7 @@ import (
 	"9fans.net/go/plan9"
 )
 
-// The exact 9P message sequences of the clients the README names,
+// The exact 9P message sequences of the clients docs/tree.md names,
 // replayed by hand: plan9port's 9pfuse (src/cmd/9pfuse/main.c: fuselookup,
 // _fusecreate, fusesetattr, _fuseopenfid, fusewrite, fuserelease) under the
 // Linux FUSE driver, and plan9port's 9p (src/cmd/9p.c: xcreate, xwrite,

@@ -422,16 +422,9 @@ func (s *Server) stat(n *node) proto.Stat {
 	}
 }
 
-// statContent turns off content (lengths 0, the server's start as
-// mtime) when false: the benchmarks' baseline, the stat of old.
-var statContent = true
-
 // content is the length and mtime of n as stat shows them. A pending
 // file not yet published is empty.
 func (s *Server) content(n *node) (uint64, uint32) {
-	if !statContent {
-		return 0, s.mtime
-	}
 	b := s.b
 	var size int
 	var when time.Time

@@ -74,8 +74,7 @@
 //     for a later call (up to 16, each for up to 1000 calls) when nothing
 //     of the call is left in them and they were never killed — the
 //     kernel kills every process cloned into a v2 cgroup that was —, with
-//     pids.max written again; else killed and removed. Close waits for it. The step-by-step profile of a
-//     call (stages.go, BenchmarkCallStages) marks each step.
+//     pids.max written again; else killed and removed. Close waits for it.
 //   - The package's init locks the main goroutine to the process's first
 //     thread, so that a sandboxed thread is never the thread group leader
 //     (the kernel judges /proc/PID, signals and ptrace of the node by it).

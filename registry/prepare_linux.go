@@ -173,7 +173,7 @@ func (r *Runner) refill(sb *sandboxSpec, ifNone bool) {
 	}
 	slot.filling = true
 	ps.wg.Add(1)
-	spec := sandboxSpec{view: sb.view, readable: sb.readable, ablation: r.ablate}
+	spec := sandboxSpec{view: sb.view, readable: sb.readable}
 	if key != nil {
 		spec.trees = []*fsView{key}
 	}
@@ -223,7 +223,7 @@ func (r *Runner) prepare(spec sandboxSpec) (*prepared, error) {
 		p.discard()
 		return nil, err
 	}
-	if p.thread, err = newCallThread(true, r.ablate, p.group, false); err != nil {
+	if p.thread, err = newCallThread(true, p.group); err != nil {
 		p.discard()
 		return nil, err
 	}

@@ -70,11 +70,7 @@ func runProcess(ctx context.Context, p proc) (procResult, error) {
 		if thread != nil {
 			thread.discard() // never given its tool: ends now
 		}
-		after(func() {
-			start := time.Now()
-			p.cg.recycle(group)
-			markSpan(stCgroupRm, start)
-		})
+		after(func() { p.cg.recycle(group) })
 	}()
 	var files []*os.File
 	closeAll := func() {
@@ -111,14 +107,12 @@ func runProcess(ctx context.Context, p proc) (procResult, error) {
 		_ = inW.Close()
 		stdinWritten = true
 	}
-	mark(stPipes)
 	if group == nil {
 		if group, err = p.cg.newCall(); err != nil {
 			closeAll()
 			return res, err
 		}
 	}
-	mark(stCgroup)
 	cmd := &exec.Cmd{
 		Path:        p.argv[0],
 		Args:        p.argv,
@@ -132,11 +126,7 @@ func runProcess(ctx context.Context, p proc) (procResult, error) {
 	group.setAttr(cmd.SysProcAttr)
 	beginStart()
 	if thread == nil {
-		var abl ablation
-		if p.sb != nil {
-			abl = p.sb.ablation
-		}
-		thread, err = newCallThread(p.sb != nil, abl, group, true)
+		thread, err = newCallThread(p.sb != nil, group)
 	}
 	var release func()
 	if err == nil {
@@ -156,12 +146,7 @@ func runProcess(ctx context.Context, p proc) (procResult, error) {
 		closeAll()
 		return res, err
 	}
-	defer after(func() {
-		start := time.Now()
-		release()
-		markSpan(stRelease, start)
-	})
-	mark(stStarted)
+	defer after(release)
 	if p.started != nil {
 		p.started()
 	}
@@ -198,23 +183,19 @@ func runProcess(ctx context.Context, p proc) (procResult, error) {
 		group.kill()
 		<-exited
 	}
-	mark(stExited)
 	killGroup(pid)
 	group.killExited()
 	if !waitReaps {
 		_ = cmd.Wait() // the status is read from ProcessState below
 	}
 	leaderReaped(pid)
-	mark(stKill)
 
 	grace := time.AfterFunc(pipeGrace, closeAll)
 	pipes.Wait()
 	grace.Stop()
 	closeAll()
-	mark(stDrain)
 	reapGroup(pid, pipeGrace)
 	sweepOrphans(p.cg != nil && p.cg.subreaper, pipeGrace)
-	mark(stReap)
 
 	if ps := cmd.ProcessState; ps != nil {
 		res.status = ps.ExitCode()

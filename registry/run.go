@@ -61,7 +61,6 @@ type Runner struct {
 	baseEnv []string // cfg.Env without the variables Run sets
 	path    string   // the tool's PATH
 	view    *fsView  // what sandboxed tools may read; nil under Yolo
-	ablate  ablation // zero but in benchmarks
 
 	treesMu sync.Mutex
 	trees   map[treeKey]*fsView // views of cwds around protected paths; guarded by treesMu
@@ -216,7 +215,6 @@ func (r *Runner) Check(inv Invocation) (*Checked, error) {
 	if err := validateArgs(meta.Args, args); err != nil {
 		return nil, fmt.Errorf("tool %q: %w: %v", inv.Tool, ErrInvalidArgs, err)
 	}
-	mark(stValidate)
 	argv, err := r.command(inv, meta)
 	if err != nil {
 		return nil, err
@@ -226,7 +224,6 @@ func (r *Runner) Check(inv Invocation) (*Checked, error) {
 			return nil, err
 		}
 	}
-	mark(stCommand)
 	cwd := ""
 	if inv.Cwd != "" {
 		if cwd, err = filepath.Abs(inv.Cwd); err != nil {
@@ -236,7 +233,6 @@ func (r *Runner) Check(inv Invocation) (*Checked, error) {
 			return nil, fmt.Errorf("tool %q: working directory %s is not a directory", inv.Tool, cwd)
 		}
 	}
-	mark(stCwd)
 	return &Checked{r: r, inv: inv, meta: meta, args: args, argv: argv, cwd: cwd}, nil
 }
 
@@ -248,7 +244,7 @@ func (c *Checked) Run(ctx context.Context) ([]byte, error) {
 	var sb *sandboxSpec // nil: not sandboxed
 	var pre *prepared   // the call made ready ahead, if one was
 	if !r.cfg.Yolo {
-		sb = &sandboxSpec{view: r.view, readable: r.cfg.Readable, ablation: r.ablate}
+		sb = &sandboxSpec{view: r.view, readable: r.cfg.Readable}
 		// The executable needs a rule of its own only where the view
 		// does not already grant it (inside a protected tree).
 		if !r.view.grants(argv[0]) {
@@ -278,11 +274,7 @@ func (c *Checked) Run(ctx context.Context) ([]byte, error) {
 			sb.scratch = scratch
 		}
 	}
-	after = append(after, func() {
-		start := time.Now()
-		removeAll(scratch)
-		markSpan(stScratchRm, start)
-	})
+	after = append(after, func() { removeAll(scratch) })
 	if cwd == "" {
 		cwd = scratch
 	}
@@ -305,8 +297,6 @@ func (c *Checked) Run(ctx context.Context) ([]byte, error) {
 		env = append(env, "PATH="+r.path)
 	}
 
-	mark(stScratch)
-
 	limit := r.cfg.Timeout
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < limit {
 		limit = time.Until(dl)
@@ -326,7 +316,6 @@ func (c *Checked) Run(ctx context.Context) ([]byte, error) {
 		started: started,
 		after:   func(f func()) { after = append(after, f) },
 	})
-	mark(stResult)
 	if sb != nil {
 		// After the cgroups are taken back, so that the call made ready
 		// takes them from the pool rather than making new ones.

@@ -24,17 +24,6 @@ type sandboxSpec struct {
 	// it on the call's thread. The Run that took it closes it.
 	ruleset  int
 	prepared bool
-
-	ablation // protections left out, for benchmarks measuring each one
-}
-
-// ablation leaves protections out of the sandbox. Only benchmarks set it,
-// to price each protection; a Runner's is always zero.
-type ablation struct {
-	noView    bool // read everything, protected trees included
-	noScopes  bool // no signal and abstract unix socket scoping
-	noCloexec bool // leave the node's descriptors as they are
-	noCapDrop bool // a tool of a node run as root keeps root's capabilities
 }
 
 // callThread is an OS thread of its own for one call: it starts the tool
@@ -75,27 +64,20 @@ type threadJob struct {
 
 // newCallThread starts a thread for one call and returns once it is ready.
 // It first joins the call's cgroups that place threads (group.join). With
-// sandboxed, the thread then drops what the tool
-// must not have (see prepareThread), as abl allows. Marks tells whether the
-// steps are on a call's path (the step-by-step profile, stages.go).
-func newCallThread(sandboxed bool, abl ablation, group *callGroup, marks bool) (*callThread, error) {
+// sandboxed, the thread then drops what the tool must not have (see
+// prepareThread).
+func newCallThread(sandboxed bool, group *callGroup) (*callThread, error) {
 	t := &callThread{jobs: make(chan threadJob, 1)}
 	ready := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
 		// No UnlockOSThread: a confined thread must die with this goroutine.
-		if marks {
-			mark(stThread)
-		}
 		err := func() error {
 			if err := group.join(); err != nil {
 				return err
 			}
-			if marks {
-				mark(stCgJoin)
-			}
 			if sandboxed {
-				return prepareThread(abl)
+				return prepareThread()
 			}
 			return nil
 		}()
@@ -109,7 +91,6 @@ func newCallThread(sandboxed bool, abl ablation, group *callGroup, marks bool) (
 		}
 		if err == nil {
 			err = job.cmd.Start()
-			mark(stFork)
 		}
 		job.errc <- err
 		if err == nil {

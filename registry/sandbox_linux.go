@@ -116,17 +116,10 @@ func restrictThread(sb *sandboxSpec) error {
 			return err
 		}
 	}
-	mark(stRuleset)
 	if err := llsys.LandlockRestrictSelf(fd, 0); err != nil {
 		return fmt.Errorf("landlock_restrict_self: %w", err)
 	}
-	if sb.noCloexec {
-		mark(stRestrict)
-		return nil
-	}
-	err = closeOnExec()
-	mark(stRestrict)
-	return err
+	return closeOnExec()
 }
 
 // newRuleset makes the Landlock ruleset of sb's grants that do not depend
@@ -138,9 +131,6 @@ func restrictThread(sb *sandboxSpec) error {
 func newRuleset(sb *sandboxSpec, abi int) (fd int, walks []*fsRules, err error) {
 	handled := handledFS(abi)
 	scoped := scopes(abi)
-	if sb.noScopes {
-		scoped = 0
-	}
 	fd, err = llsys.LandlockCreateRuleset(&llsys.RulesetAttr{HandledAccessFS: handled, Scoped: scoped}, 0)
 	if err != nil {
 		return -1, nil, fmt.Errorf("landlock_create_ruleset: %w", err)
@@ -150,11 +140,7 @@ func newRuleset(sb *sandboxSpec, abi int) (fd int, walks []*fsRules, err error) 
 		return -1, nil, err
 	}
 	var w *fsRules
-	if sb.noView {
-		if err := addPathRule(fd, "/", roDirAccess, 0, false); err != nil {
-			return fail(err)
-		}
-	} else if sb.view != nil {
+	if sb.view != nil {
 		if w, err = addView(fd, sb.view, handled); err != nil {
 			return fail(fmt.Errorf("listing what tools may read: %w", err))
 		}
@@ -192,11 +178,11 @@ func newRuleset(sb *sandboxSpec, abi int) (fd int, walks []*fsRules, err error) 
 
 // prepareThread does on the calling thread what a tool's thread must do
 // before it is confined, whatever the tool: under a root node it drops the
-// capabilities (unless abl says not to), and it sets no_new_privs, which
+// capabilities, and it sets no_new_privs, which
 // Landlock requires (or CAP_SYS_ADMIN); both are per thread and inherited
 // across execve.
-func prepareThread(abl ablation) error {
-	if os.Geteuid() == 0 && !abl.noCapDrop {
+func prepareThread() error {
+	if os.Geteuid() == 0 {
 		if err := dropCapabilities(); err != nil {
 			return err
 		}

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -35,7 +34,7 @@ const ninepUsage = "usage: toolnode 9p [-a ADDR | ADDR] ls [-l]|stat|read|write|
 // as one error naming the verb and the path; main prints it once and
 // exits 1.
 func ninep(args []string) error {
-	fs := flag.NewFlagSet("9p", flag.ContinueOnError)
+	fs := newFlagSet("9p", strings.TrimPrefix(ninepUsage, "usage: toolnode "))
 	addr := fs.String("a", defaultAddr(), "node 9P address")
 	cred := credFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -300,7 +299,7 @@ func exchange(fid *client.Fid, req []byte) ([]byte, error) {
 // session it makes a throwaway session and agent, loads NAME, calls it and
 // kills the session again.
 func call(args []string) error {
-	fs := flag.NewFlagSet("call", flag.ContinueOnError)
+	fs := newFlagSet("call", "call [-a ADDR] [-session S -agent A] NAME [JSON]")
 	addr := fs.String("a", defaultAddr(), "node 9P address")
 	cred := credFlags(fs)
 	session := fs.String("session", "", "session to call as")

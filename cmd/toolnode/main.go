@@ -22,6 +22,7 @@ const usage = `usage:
   toolnode mcp [-a ADDR] [-profile P]     an MCP server on stdin/stdout for one agent
   toolnode token [-a ADDR] [-data DIR] new -role ROLE NAME | ls | revoke NAME
   toolnode keygen                          print a new gossip key
+  toolnode version                         the module version, commit and Go version of this binary
   toolnode tls ca [-dir D] [-days N]       make a CA: toolnode-ca.pem, toolnode-ca-key.pem
   toolnode tls cert -node NAME [-host H,...] [-dir D] [-ca FILE -ca-key FILE] [-days N]
                                            make a node certificate: NAME.pem, NAME-key.pem
@@ -48,7 +49,9 @@ func main() {
 	case "token":
 		err = token(args)
 	case "keygen":
-		err = keygen()
+		err = keygen(args)
+	case "version":
+		err = version(args)
 	case "tls":
 		err = tlsCmd(args)
 	case "help":
@@ -89,7 +92,27 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	}
 }
 
-func keygen() error {
+// newFlagSet is the flag set of a subcommand: its -h prints the
+// synopsis, then every flag with its default.
+func newFlagSet(name, synopsis string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: toolnode %s\n", synopsis)
+		n := 0
+		fs.VisitAll(func(*flag.Flag) { n++ })
+		if n > 0 {
+			fmt.Fprintln(fs.Output(), "flags:")
+			fs.PrintDefaults()
+		}
+	}
+	return fs
+}
+
+func keygen(args []string) error {
+	fs := newFlagSet("keygen", "keygen (prints a new gossip key: 32 random bytes, base64)")
+	if err := parseAll(fs, args); err != nil {
+		return err
+	}
 	key := make([]byte, 32)
 	if _, err := rand.Read(key); err != nil {
 		return err

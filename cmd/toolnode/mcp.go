@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log"
@@ -28,7 +27,7 @@ import (
 // ends then, with the reason on standard error and exit status 1, so the
 // MCP client sees the server gone and its user reads why.
 func mcpStdio(args []string) error {
-	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
+	fs := newFlagSet("mcp", "mcp [-a ADDR] [-profile P]")
 	addr := fs.String("a", defaultAddr(), "node 9P address")
 	fs.StringVar(addr, "addr", defaultAddr(), "node 9P address (same as -a)")
 	profile := fs.String("profile", "", "make the agent from this profile (a/NAME.json)")

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log"
 	"net"
@@ -19,7 +18,7 @@ import (
 // plain 9P on loopback for clients that cannot do TLS or tokens, forwarded
 // to a node (over TLS given a CA) with the token in every attach.
 func proxy(args []string) error {
-	fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
+	fs := newFlagSet("proxy", "proxy [-listen ADDR] -to ADDR [-tls-ca FILE] [-token T]")
 	listen := fs.String("listen", node.DefaultP9Addr, "address to serve plain 9P on (loopback unless -insecure)")
 	to := fs.String("to", "", "the node's 9P address, HOST:PORT")
 	cred := credFlags(fs)

@@ -22,72 +22,16 @@ import (
 )
 
 func serve(args []string) (err error) {
-	stopProfile, err := startProfile()
-	if err != nil {
-		return err
-	}
-	defer stopProfile()
 	if err := loadEnvFile(configPath("env")); err != nil {
 		return err
 	}
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	var (
-		cfg      node.Config
-		join     string
-		encrypt  string
-		useExamp bool
-		toolEnv  string
-	)
-	fs.StringVar(&cfg.Name, "name", "", "node name (default: hostname)")
-	fs.StringVar(&cfg.DataDir, "data", dataDefault(), "data dir")
-	fs.StringVar(&cfg.ToolsDir, "tools", toolsDefault(), "tools dir to watch and publish")
-	fs.StringVar(&cfg.AgentsDir, "agents", configPath("agents"), "agent profiles dir")
-	fs.StringVar(&cfg.P9Addr, "9p", node.DefaultP9Addr, "9P listen address")
-	fs.StringVar(&cfg.GossipAddr, "gossip", node.DefaultGossipAddr, "memberlist bind address")
-	fs.StringVar(&cfg.ClusterAddr, "cluster", node.DefaultClusterAddr, "raft + node-to-node address")
-	fs.StringVar(&cfg.Advertise, "advertise", "", "address peers use to reach this node")
-	fs.StringVar(&join, "join", "", "gossip address(es) of existing members, comma-separated")
-	fs.IntVar(&cfg.Voters, "voters", node.DefaultVoters, "raft voters the leader keeps")
-	fs.IntVar(&cfg.Servers, "servers", 0, "raft servers (voters and non-voters) the leader keeps; the other nodes are clients (default: -voters)")
-	fs.BoolVar(&cfg.Server, "server", false, "ask the leader to make this node a raft server (a non-voter beyond -voters) rather than a client")
-	fs.StringVar(&encrypt, "encrypt", os.Getenv("TOOLNODE_GOSSIP_KEY"), "gossip key (base64, from toolnode keygen; default $TOOLNODE_GOSSIP_KEY, which keeps it out of ps)")
-	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "node-to-node TLS certificate")
-	fs.StringVar(&cfg.TLSKey, "tls-key", "", "node-to-node TLS key")
-	fs.StringVar(&cfg.TLSCA, "tls-ca", "", "CA that signs every node's certificate")
-	fs.StringVar(&cfg.P9TLSCert, "9p-tls-cert", "", "9P over TLS: the 9P server's certificate (with -9p-tls-key)")
-	fs.StringVar(&cfg.P9TLSKey, "9p-tls-key", "", "9P over TLS: the certificate's private key")
-	fs.StringVar(&cfg.MCPAddr, "mcp", "", "serve MCP over Streamable HTTP on this loopback address (e.g. 127.0.0.1:9566)")
-	fs.StringVar(&cfg.MetricsAddr, "metrics", "", "serve Prometheus /metrics, /healthz and /readyz on this loopback address (e.g. 127.0.0.1:9567)")
-	fs.DurationVar(&cfg.CallTimeout, "call-timeout", node.DefaultCallTimeout, "limit of one tool run")
-	fs.BoolVar(&cfg.Yolo, "yolo", false, "run tools without the sandbox")
-	fs.StringVar(&cfg.P9Anon, "9p-anon", "", "role of a 9P attach without a token: none, read, call, publish or admin (default: admin on loopback, else none)")
-	fs.StringVar(&cfg.AuditFile, "audit", "", "append one JSON line per state change and per call to `FILE` (reopened on SIGHUP)")
-	fs.IntVar(&cfg.MaxCalls, "max-calls", 0, "concurrent calls on this node (default 4 x cores)")
-	cfg.MaxExecSize = node.DefaultMaxExecSize
-	fs.Func("max-exec-size", "largest published executable, in bytes or with KiB, MiB, GiB (default 256MiB)", func(v string) error {
-		n, err := parseSize(v)
-		if err != nil {
-			return err
-		}
-		cfg.MaxExecSize = n
-		return nil
-	})
-	var workdirs string
-	fs.StringVar(&workdirs, "workdirs", "", "trees a session cwd must lie in, comma-separated")
-	fs.StringVar(&toolEnv, "tool-env", "", "extra variables passed to tools, comma-separated (NAME or PREFIX*)")
-	fs.BoolVar(&cfg.Insecure, "insecure", false, "start even when a port leaves loopback without its credential (logged loudly)")
-	fs.DurationVar(&cfg.ReconnectTimeout, "reconnect-timeout", 24*time.Hour, "how long a failed gossip member is tried again before it is forgotten (0: never tried again)")
-	fs.DurationVar(&cfg.CommitTimeout, "raft-commit-timeout", node.DefaultCommitTimeout, "how long an idle Raft leader waits before sending followers the commit index (tuning)")
-	fs.BoolVar(&cfg.NoNudge, "raft-no-nudge", false, "do not tell followers at once that a forwarded write committed (measurement only)")
-	fs.BoolVar(&cfg.NudgeBarrier, "raft-nudge-barrier", false, "tell followers that a forwarded write committed by appending a Barrier, not with a commit notice (measurement only)")
-	fs.BoolVar(&cfg.NoCommitBroadcast, "raft-no-commit-broadcast", false, "tell only the node that forwarded a write of its commit, not every server of every commit (measurement only)")
-	fs.BoolVar(&useExamp, "examples", false, "serve the built-in example tools and profiles (unless -tools/-agents are given)")
-	logLevel := fs.String("log-level", "info", "least level logged: debug, info, warn or error")
-	logFormat := fs.String("log-format", logx.Text, "log format on stderr: text (key=value) or json")
+	var o serveOptions
+	fs := serveFlags(&o)
+	cfg := &o.cfg
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	logger, err := newLogger(*logFormat, *logLevel)
+	logger, err := newLogger(o.logFormat, o.logLevel)
 	if err != nil {
 		return err
 	}
@@ -107,23 +51,23 @@ func serve(args []string) (err error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if join != "" {
-		cfg.Join = strings.Split(join, ",")
+	if o.join != "" {
+		cfg.Join = strings.Split(o.join, ",")
 	}
-	if workdirs != "" {
-		cfg.Workdirs = strings.Split(workdirs, ",")
+	if o.workdirs != "" {
+		cfg.Workdirs = strings.Split(o.workdirs, ",")
 	}
-	if toolEnv != "" {
-		cfg.ToolEnv = strings.Split(toolEnv, ",")
+	if o.toolEnv != "" {
+		cfg.ToolEnv = strings.Split(o.toolEnv, ",")
 	}
-	if encrypt != "" {
-		key, err := base64.StdEncoding.DecodeString(encrypt)
+	if o.encrypt != "" {
+		key, err := base64.StdEncoding.DecodeString(o.encrypt)
 		if err != nil || (len(key) != 16 && len(key) != 24 && len(key) != 32) {
 			return errors.New("-encrypt needs a base64 key of 32 bytes (toolnode keygen makes one)")
 		}
 		cfg.EncryptKey = key
 	}
-	if useExamp {
+	if o.examples {
 		tools, agents, err := examples.Extract(filepath.Join(cfg.DataDir, "examples"))
 		if err != nil {
 			return fmt.Errorf("extract examples: %w", err)
@@ -152,7 +96,7 @@ func serve(args []string) (err error) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	n, err := node.New(cfg)
+	n, err := node.New(*cfg)
 	if err != nil {
 		return err
 	}
@@ -177,6 +121,65 @@ func serve(args []string) (err error) {
 	case <-time.After(30 * time.Second):
 		return errors.New("shutdown took longer than 30s")
 	}
+}
+
+// serveOptions are what the flags of toolnode serve set.
+type serveOptions struct {
+	cfg                              node.Config
+	join, encrypt, workdirs, toolEnv string
+	examples                         bool
+	logLevel, logFormat              string
+}
+
+// serveFlags is the flag set of toolnode serve, writing into o; its
+// defaults read the environment ($HOME, $XDG_*, $OLLIE_TOOLS_PATH,
+// $TOOLNODE_GOSSIP_KEY). docs/flags.md is generated from it.
+func serveFlags(o *serveOptions) *flag.FlagSet {
+	fs := newFlagSet("serve", "[serve] [flags]")
+	cfg := &o.cfg
+	fs.StringVar(&cfg.Name, "name", "", "node name (default: hostname)")
+	fs.StringVar(&cfg.DataDir, "data", dataDefault(), "data dir")
+	fs.StringVar(&cfg.ToolsDir, "tools", toolsDefault(), "tools dir to watch and publish")
+	fs.StringVar(&cfg.AgentsDir, "agents", configPath("agents"), "agent profiles dir")
+	fs.StringVar(&cfg.P9Addr, "9p", node.DefaultP9Addr, "9P listen address")
+	fs.StringVar(&cfg.GossipAddr, "gossip", node.DefaultGossipAddr, "memberlist bind address")
+	fs.StringVar(&cfg.ClusterAddr, "cluster", node.DefaultClusterAddr, "raft + node-to-node address")
+	fs.StringVar(&cfg.Advertise, "advertise", "", "address peers use to reach this node")
+	fs.StringVar(&o.join, "join", "", "gossip address(es) of existing members, comma-separated")
+	fs.IntVar(&cfg.Voters, "voters", node.DefaultVoters, "raft voters the leader keeps")
+	fs.IntVar(&cfg.Servers, "servers", 0, "raft servers (voters and non-voters) the leader keeps; the other nodes are clients (default: -voters)")
+	fs.BoolVar(&cfg.Server, "server", false, "ask the leader to make this node a raft server (a non-voter beyond -voters) rather than a client")
+	fs.StringVar(&o.encrypt, "encrypt", os.Getenv("TOOLNODE_GOSSIP_KEY"), "gossip key (base64, from toolnode keygen; default $TOOLNODE_GOSSIP_KEY, which keeps it out of ps)")
+	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "node-to-node TLS certificate")
+	fs.StringVar(&cfg.TLSKey, "tls-key", "", "node-to-node TLS key")
+	fs.StringVar(&cfg.TLSCA, "tls-ca", "", "CA that signs every node's certificate")
+	fs.StringVar(&cfg.P9TLSCert, "9p-tls-cert", "", "9P over TLS: the 9P server's certificate (with -9p-tls-key)")
+	fs.StringVar(&cfg.P9TLSKey, "9p-tls-key", "", "9P over TLS: the certificate's private key")
+	fs.StringVar(&cfg.MCPAddr, "mcp", "", "serve MCP over Streamable HTTP on this loopback address (e.g. 127.0.0.1:9566)")
+	fs.StringVar(&cfg.MetricsAddr, "metrics", "", "serve Prometheus /metrics, /healthz and /readyz on this loopback address (e.g. 127.0.0.1:9567)")
+	fs.DurationVar(&cfg.CallTimeout, "call-timeout", node.DefaultCallTimeout, "limit of one tool run")
+	fs.BoolVar(&cfg.Yolo, "yolo", false, "run tools without the sandbox")
+	fs.StringVar(&cfg.P9Anon, "9p-anon", "", "role of a 9P attach without a token: none, read, call, publish or admin (default: admin on loopback, else none)")
+	fs.StringVar(&cfg.AuditFile, "audit", "", "append one JSON line per state change and per call to `FILE` (reopened on SIGHUP)")
+	fs.IntVar(&cfg.MaxCalls, "max-calls", 0, "concurrent calls on this node (default 4 x cores)")
+	cfg.MaxExecSize = node.DefaultMaxExecSize
+	fs.Func("max-exec-size", "largest published executable, a `SIZE` in bytes or with KiB, MiB, GiB (default 256MiB)", func(v string) error {
+		n, err := parseSize(v)
+		if err != nil {
+			return err
+		}
+		cfg.MaxExecSize = n
+		return nil
+	})
+	fs.StringVar(&o.workdirs, "workdirs", "", "trees a session cwd must lie in, comma-separated")
+	fs.StringVar(&o.toolEnv, "tool-env", "", "extra variables passed to tools, comma-separated (NAME or PREFIX*)")
+	fs.BoolVar(&cfg.Insecure, "insecure", false, "start even when a port leaves loopback without its credential (logged loudly)")
+	fs.DurationVar(&cfg.ReconnectTimeout, "reconnect-timeout", 24*time.Hour, "how long a failed gossip member is tried again before it is forgotten (0: never tried again)")
+	fs.DurationVar(&cfg.CommitTimeout, "raft-commit-timeout", node.DefaultCommitTimeout, "how long an idle Raft leader waits before sending followers the commit index (tuning)")
+	fs.BoolVar(&o.examples, "examples", false, "serve the built-in example tools and profiles (unless -tools/-agents are given)")
+	fs.StringVar(&o.logLevel, "log-level", "info", "least level logged: debug, info, warn or error")
+	fs.StringVar(&o.logFormat, "log-format", logx.Text, "log format on stderr: text (key=value) or json")
+	return fs
 }
 
 // newLogger makes the process's log on stderr and routes the standard

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -14,12 +15,16 @@ import (
 // cert create` do: a CA, then a certificate per node signed by it, usable
 // for -tls-cert/-tls-key/-tls-ca and -9p-tls-cert/-9p-tls-key.
 func tlsCmd(args []string) error {
+	const usage = "usage: toolnode tls ca [-dir D] [-days N] | toolnode tls cert -node NAME [-host H,...] [-dir D] [-ca FILE] [-ca-key FILE] [-days N]"
 	if len(args) == 0 {
-		return errors.New("usage: toolnode tls ca [-dir D] [-days N] | toolnode tls cert -node NAME [-host H,...] [-dir D] [-ca FILE] [-ca-key FILE] [-days N]")
+		return errors.New(usage)
 	}
 	switch args[0] {
+	case "-h", "-help", "--help":
+		fmt.Fprintln(os.Stderr, usage+"\n(toolnode tls ca -h and toolnode tls cert -h list the flags)")
+		return flag.ErrHelp
 	case "ca":
-		fs := flag.NewFlagSet("tls ca", flag.ContinueOnError)
+		fs := newFlagSet("tls ca", "tls ca [-dir D] [-days N]")
 		dir := fs.String("dir", ".", "directory to write "+tlsutil.CAFile+" and "+tlsutil.CAKeyFile+" into")
 		days := fs.Int("days", tlsutil.DefaultCADays, "days the CA is valid")
 		if err := parseAll(fs, args[1:]); err != nil {
@@ -32,7 +37,7 @@ func tlsCmd(args []string) error {
 		fmt.Printf("==> CA certificate %s\n==> CA key %s (keep it secret; nodes need only the certificate)\n", cert, key)
 		return nil
 	case "cert":
-		fs := flag.NewFlagSet("tls cert", flag.ContinueOnError)
+		fs := newFlagSet("tls cert", "tls cert -node NAME [-host H,...] [-dir D] [-ca FILE] [-ca-key FILE] [-days N]")
 		node := fs.String("node", "", "node name (required): the certificate's name and file name")
 		hosts := fs.String("host", "", "more names the node is reached by: IP addresses or DNS names, comma-separated")
 		dir := fs.String("dir", ".", "directory to write NAME.pem and NAME-key.pem into (and where the CA is by default)")

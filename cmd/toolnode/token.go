@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -18,7 +17,7 @@ const tokenUsage = "usage: toolnode token [-a ADDR] [-data DIR] new -role ROLE N
 // speaks 9P to the node's token/ files, as $TOOLNODE_TOKEN or, without
 // it, with the node's own admin token from DIR/admin.token.
 func token(args []string) error {
-	fs := flag.NewFlagSet("token", flag.ContinueOnError)
+	fs := newFlagSet("token", strings.TrimPrefix(tokenUsage, "usage: toolnode "))
 	addr := fs.String("a", defaultAddr(), "node 9P address")
 	data := fs.String("data", dataDefault(), "the node's data dir, whose admin.token is used when $TOOLNODE_TOKEN is not set")
 	if err := fs.Parse(args); err != nil {
@@ -29,23 +28,26 @@ func token(args []string) error {
 		return errors.New(tokenUsage)
 	}
 	verb, args := args[0], args[1:]
+	synopsis, ok := map[string]string{"new": "new -role ROLE NAME", "ls": "ls", "revoke": "revoke NAME"}[verb]
+	if !ok {
+		return fmt.Errorf("unknown token verb %q\n%s", verb, tokenUsage)
+	}
 	var role string
+	vfs := newFlagSet("token "+verb, "token [-a ADDR] [-data DIR] "+synopsis)
 	if verb == "new" {
-		vfs := flag.NewFlagSet("token new", flag.ContinueOnError)
 		vfs.StringVar(&role, "role", "", "read, call, publish or admin")
-		if err := vfs.Parse(args); err != nil {
-			return err
-		}
-		args = vfs.Args()
+	}
+	if err := vfs.Parse(args); err != nil {
+		return err
+	}
+	args = vfs.Args()
+	if verb == "new" {
 		if role == "" || len(args) != 1 {
 			return errors.New("usage: toolnode token new -role ROLE NAME (ROLE: read, call, publish or admin)")
 		}
 	}
-	switch {
-	case verb == "ls" && len(args) != 0, verb == "revoke" && len(args) != 1:
+	if verb == "ls" && len(args) != 0 || verb == "revoke" && len(args) != 1 {
 		return errors.New(tokenUsage)
-	case verb != "new" && verb != "ls" && verb != "revoke":
-		return fmt.Errorf("unknown token verb %q\n%s", verb, tokenUsage)
 	}
 	secret, err := adminSecret(*data)
 	if err != nil {
