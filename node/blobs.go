@@ -2,7 +2,6 @@ package node
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -107,9 +105,7 @@ func (j *fetchJob) setErr(err error) {
 	j.mu.Unlock()
 }
 
-// openBlobs opens the store in the data directory and removes the
-// executables an older version wrote into DATA/exec: the store and the
-// log hold everything they held.
+// openBlobs opens the store in the data directory.
 func (n *Node) openBlobs() error {
 	s, err := blobstore.Open(filepath.Join(n.cfg.DataDir, "blobs"))
 	if err != nil {
@@ -117,30 +113,7 @@ func (n *Node) openBlobs() error {
 	}
 	n.blobs.store, n.blobs.serve = s, make(chan struct{}, blobServeMax)
 	n.blobs.inflight, n.blobs.unref = map[string]*fetchJob{}, map[string]time.Time{}
-	old := filepath.Join(n.cfg.DataDir, "exec")
-	if _, err := os.Stat(old); err == nil {
-		filepath.WalkDir(old, func(p string, d os.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				os.Chmod(p, 0o700)
-			}
-			return nil
-		})
-		if err := os.RemoveAll(old); err != nil {
-			n.warnf("blobs: removing %s, where an older version kept executables: %v", old, err)
-		}
-	}
-	n.fsm.SetBlobSink(n.legacyBlob)
 	return nil
-}
-
-// legacyBlob stores an executable an old log entry or snapshot carried.
-func (n *Node) legacyBlob(d string, b []byte) {
-	if n.blobs.store.Has(d) {
-		return
-	}
-	if _, _, err := n.blobs.store.Put(bytes.NewReader(b), d, int64(len(b)), 0); err != nil {
-		n.warnf("blobs: storing executable %s from an old log entry: %v", short(d), err)
-	}
 }
 
 // maxExec is this node's -max-exec-size.

@@ -225,34 +225,6 @@ func Test_Blobs_CallWaitsThenSays(t *testing.T) {
 	}
 }
 
-// Old log entries that carry executables still apply: every node stores
-// the bytes, and the state records the digest and size.
-func Test_Blobs_OldFormatEntries(t *testing.T) {
-	root := t.TempDir()
-	n1, _ := startBlobMember(t, "n1", root)
-	n2, _ := startBlobMember(t, "n2", root, n1.gossip.LocalAddr())
-	waitFor(t, "two voters", 10*time.Second, func() bool { return len(voters(n1)) == 2 })
-	leader := leaderOf(n1, n2)
-	exe := []byte("#!/bin/sh\necho old\n")
-	d := raftfsm.ExecHash(exe)
-	old := raftfsm.MustEncode(raftfsm.CmdPublishTools, raftfsm.PublishTools{Owner: "gone", Time: 1, Tools: []raftfsm.ToolSpec{
-		{Name: "old", Meta: []byte(`{"description":"old"}`), Exec: exe, ExecHash: d},
-	}})
-	if raftfsm.Validate(old) == nil {
-		t.Fatal("a new leader accepts a command carrying an executable")
-	}
-	// Written around the validator, as an older leader wrote it.
-	if err := leader.raftNode().Apply(old, 5*time.Second).Error(); err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range []*Node{n1, n2} {
-		waitFor(t, "the old entry's executable on "+n.Name(), 10*time.Second, func() bool { return n.blobs.store.Has(d) })
-		if tl, _ := n.fsm.Tool("old"); tl == nil || tl.ExecSize != int64(len(exe)) {
-			t.Fatalf("%s: %+v", n.Name(), tl)
-		}
-	}
-}
-
 // Blobs no tool refers to are removed after the grace period; those a
 // tool refers to stay.
 func Test_Blobs_Collect(t *testing.T) {

@@ -153,6 +153,9 @@ func New(cfg Config) (n *Node, err error) {
 			return nil, fmt.Errorf("data directory: %w", err)
 		}
 	}
+	if err := n.checkFormat(); err != nil {
+		return nil, err
+	}
 	if err := n.openBlobs(); err != nil {
 		return nil, err
 	}

@@ -259,3 +259,37 @@ func Test_InMem_PeersFileRecoversLostQuorum(t *testing.T) {
 		t.Fatal("the peers file is still there: the recovery would run again")
 	}
 }
+
+// The data directory records its format at the first start; a node
+// refuses one of another format, or a FORMAT file it cannot read, naming
+// the directory and both formats, and starts again once it is right.
+func TestDataFormatRefusedWhenUnknown(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	config := func() Config {
+		return Config{Name: "n1", DataDir: dir, GossipAddr: "127.0.0.1:0",
+			P9Listener: listen(t), ClusterListener: listen(t), LogOutput: testWriter{t}}
+	}
+	n, err := New(config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Close()
+	b, err := os.ReadFile(filepath.Join(dir, FormatFile))
+	if err != nil || string(b) != "toolnode data 1\n" {
+		t.Fatalf("FORMAT: %q, %v", b, err)
+	}
+	for content, want := range map[string]string{
+		"toolnode data 2\n": "has format 2; this build keeps format 1",
+		"something else\n":  "is not a toolnode format line",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, FormatFile), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if m, err := New(config()); err == nil {
+			m.Close()
+			t.Fatalf("FORMAT %q: the node started", content)
+		} else if !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), dir) {
+			t.Fatalf("FORMAT %q: %v, want %q and the directory", content, err, want)
+		}
+	}
+}

@@ -31,22 +31,14 @@ func applyPublishTools(st *state, index uint64, body []byte, ev *[]Event) any {
 		if err := checkName("tool", t.Name); err != nil {
 			return err
 		}
-		if len(t.Exec) > 0 && execHash(t.Exec) != t.ExecHash {
-			return refuse(ErrInvalid, "the executable of tool %q does not match its hash", t.Name)
-		}
 	}
 	origin := c.Origin
 	if origin == "" {
 		origin = OriginDir
 	}
 	for _, t := range c.Tools {
-		size := t.Size
-		if len(t.Exec) > 0 {
-			st.legacy = append(st.legacy, legacyBlob{t.ExecHash, t.Exec})
-			size = int64(len(t.Exec))
-		}
 		st.setTool(t.Name, &Tool{
-			Name: t.Name, Meta: t.Meta, ExecHash: t.ExecHash, ExecMode: t.Mode, ExecSize: size,
+			Name: t.Name, Meta: t.Meta, ExecHash: t.ExecHash, ExecMode: t.Mode, ExecSize: t.Size,
 			Owner: c.Owner, Origin: origin, Index: index, Time: c.Time,
 		})
 		*ev = append(*ev, Event{index, "tool+", t.Name})
@@ -82,17 +74,10 @@ func applyPutToolExec(st *state, index uint64, body []byte, ev *[]Event) any {
 	if err := checkName("tool", c.Name); err != nil {
 		return err
 	}
-	size := c.Size
-	if len(c.Exec) > 0 {
-		if execHash(c.Exec) != c.ExecHash {
-			return refuse(ErrInvalid, "the executable of tool %q does not match its hash", c.Name)
-		}
-		st.legacy = append(st.legacy, legacyBlob{c.ExecHash, c.Exec})
-		size = int64(len(c.Exec))
-	} else if !isHexHash(c.ExecHash) {
+	if !isHexHash(c.ExecHash) {
 		return refuse(ErrInvalid, "the executable hash of tool %q is not 64 lowercase hex digits", c.Name)
 	}
-	t := &Tool{Name: c.Name, ExecHash: c.ExecHash, ExecMode: c.Mode, ExecSize: size, Owner: c.Owner, Origin: c.Origin, Index: index, Time: c.Time}
+	t := &Tool{Name: c.Name, ExecHash: c.ExecHash, ExecMode: c.Mode, ExecSize: c.Size, Owner: c.Owner, Origin: c.Origin, Index: index, Time: c.Time}
 	if old, ok := st.Tools[c.Name]; ok {
 		t.Meta = old.Meta
 	}

@@ -67,16 +67,11 @@ type ToolSpec struct {
 	// Meta is the .meta document as published (variants unresolved). The
 	// proposer has validated it.
 	Meta []byte `json:"meta"`
-	// Exec carried the executable itself in log entries written before
-	// executables left the log. Apply still reads it (the bytes go to
-	// the node's blob store, see FSM.SetBlobSink); Validate refuses a new
-	// command that carries it.
-	Exec []byte `json:"exec,omitempty"`
 	// ExecHash is the hex SHA-256 of the executable, "" for none. The
 	// bytes are not in the log: nodes fetch them from the proposer, or
 	// any node that has them, by this digest.
 	ExecHash string `json:"execHash,omitempty"`
-	// Size is the executable's length in bytes (0 in old entries).
+	// Size is the executable's length in bytes.
 	Size int64 `json:"size,omitempty"`
 	// Mode is the executable's file mode (0755 when zero).
 	Mode uint32 `json:"mode,omitempty"`
@@ -115,12 +110,10 @@ type PutToolMeta struct {
 // size, keeping its metadata; the proposer holds the bytes. A tool with an executable and no metadata yet is not a tool
 // until its metadata arrives: it is neither listed nor loadable.
 type PutToolExec struct {
-	Owner  string `json:"owner"`
-	Origin string `json:"origin"`
-	Time   int64  `json:"time"`
-	Name   string `json:"name"`
-	// Exec is the executable itself, in old entries only (see ToolSpec).
-	Exec     []byte `json:"exec,omitempty"`
+	Owner    string `json:"owner"`
+	Origin   string `json:"origin"`
+	Time     int64  `json:"time"`
+	Name     string `json:"name"`
 	ExecHash string `json:"execHash"`
 	Size     int64  `json:"size,omitempty"`
 	Mode     uint32 `json:"mode"`

@@ -6,12 +6,11 @@
 // size and mode of published executables, agent profiles) and its agents
 // (sessions, agents, loaded sets, revisions). Executable bytes are not in
 // the log or the state: a command names an executable by its SHA-256 and
-// size, and nodes keep and fetch the bytes outside Raft. Entries and
-// snapshots written before that carried the bytes; they still apply, and
-// hand the bytes to the blob sink (SetBlobSink) on every node alike, so
-// the state built is the same with or without one. Validate refuses a new
-// command that carries bytes, and one naming a size over the leader's
-// -max-exec-size (ValidateLimits). It follows hashicorp/raft's FSM contract:
+// size, and nodes keep and fetch the bytes outside Raft. Validate refuses
+// a command naming a size over the leader's -max-exec-size
+// (ValidateLimits). A snapshot records its format (SnapshotFormat);
+// Restore refuses one of a format this build does not know, naming it.
+// It follows hashicorp/raft's FSM contract:
 //
 //   - Apply is deterministic: it reads nothing but the log entry and the
 //     state (no clock, no randomness, no host look-ups, no map iteration

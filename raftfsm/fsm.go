@@ -45,7 +45,6 @@ type FSM struct {
 	applied chan struct{} // closed and replaced when index moves
 	obs     Observer
 	logf    func(format string, args ...any)
-	sink    func(digest string, data []byte)
 }
 
 var _ raft.FSM = (*FSM)(nil)
@@ -94,10 +93,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 	f.mu.Lock()
 	resp := f.applyEntry(l, &events)
 	f.advance(l.Index)
-	legacy := f.st.legacy
-	f.st.legacy = nil
 	f.mu.Unlock()
-	f.store(legacy)
 	if err, ok := resp.(error); ok && errors.As(err, new(*skipped)) {
 		f.logf("raftfsm: skipped the log entry at index %d: %v", l.Index, err)
 	}
@@ -137,26 +133,6 @@ func (e *skipped) Unwrap() error { return ErrInvalid }
 
 func skip(format string, args ...any) error {
 	return &skipped{msg: fmt.Sprintf(format, args...)}
-}
-
-// SetBlobSink sets where the executables that old log entries and
-// snapshots carry go (a node's blob store). Apply and Restore call it
-// after the FSM's lock is released, for every such executable, on every
-// node alike; without a sink the bytes are dropped. The state records
-// only digests and sizes either way, so it is the same with or without
-// one. Call it before the FSM is given to Raft.
-func (f *FSM) SetBlobSink(sink func(digest string, data []byte)) {
-	f.sink = sink
-}
-
-// store hands old entries' executables to the sink.
-func (f *FSM) store(l []legacyBlob) {
-	if f.sink == nil {
-		return
-	}
-	for _, b := range l {
-		f.sink(b.digest, b.data)
-	}
 }
 
 // SetLogf sets where the FSM logs the entries it skips (default
@@ -208,6 +184,7 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	defer f.mu.RUnlock()
 	st := f.st.clone()
 	st.Applied = f.index
+	st.Format = SnapshotFormat
 	return &snapshot{st: st}, nil
 }
 
@@ -218,20 +195,10 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err := json.NewDecoder(rc).Decode(st); err != nil {
 		return fmt.Errorf("raftfsm: restore: %w", err)
 	}
+	if st.Format != SnapshotFormat {
+		return fmt.Errorf("raftfsm: restore: a snapshot of format %d; this build reads format %d", st.Format, SnapshotFormat)
+	}
 	st.fill()
-	var legacy []legacyBlob
-	for d, b := range st.Blobs {
-		if execHash(b) == d {
-			legacy = append(legacy, legacyBlob{d, b})
-		}
-	}
-	for _, t := range st.Tools {
-		if b, ok := st.Blobs[t.ExecHash]; ok && t.ExecSize == 0 {
-			t.ExecSize = int64(len(b)) // a decoded record, not yet shared
-		}
-	}
-	st.Blobs = nil
-	f.store(legacy)
 	f.mu.Lock()
 	f.st = st
 	f.advance(st.Applied)

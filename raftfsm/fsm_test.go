@@ -138,49 +138,33 @@ func TestFSM_ExecByDigest(t *testing.T) {
 	}
 }
 
-// Entries and snapshots written before executables left the log still
-// apply: their bytes go to the blob sink, on every node alike, and the
-// state records only the digest and size.
-func TestFSM_OldFormatExecutables(t *testing.T) {
-	exe := []byte("#!/bin/sh\necho old\n")
-	hash := ExecHash(exe)
-	got := map[string][]byte{}
-	var mu sync.Mutex
-	sink := func(d string, b []byte) {
-		mu.Lock()
-		got[d] = b
-		mu.Unlock()
-	}
+// A snapshot records its format; Restore takes this build's and refuses
+// any other, naming both, with the state left as it was.
+func TestFSM_SnapshotFormat(t *testing.T) {
 	h := newHarness(t, nil)
-	h.fsm.SetBlobSink(sink)
-	h.ok(CmdPublishTools, PublishTools{Owner: "n1", Tools: []ToolSpec{{Name: "x", Meta: []byte(`{}`), Exec: exe, ExecHash: hash}}})
-	exe2 := []byte("#!/bin/sh\necho two\n")
-	h.ok(CmdPutToolExec, PutToolExec{Owner: "n1", Origin: Origin9P, Name: "z", Exec: exe2, ExecHash: ExecHash(exe2)})
-	if !bytes.Equal(got[hash], exe) || !bytes.Equal(got[ExecHash(exe2)], exe2) {
-		t.Fatalf("sink got %v", got)
+	h.ok(CmdCreateSession, CreateSession{Name: "s"})
+	snap := snapshotBytes(t, h.fsm)
+	if !bytes.Contains(snap, []byte(`"format":1`)) {
+		t.Fatalf("the snapshot does not record its format: %s", snap)
 	}
-	if tl, _ := h.fsm.Tool("x"); tl.ExecSize != int64(len(exe)) {
-		t.Fatalf("size of an old entry's executable: %+v", tl)
-	}
-	h.fail(CmdPublishTools, PublishTools{Tools: []ToolSpec{{Name: "q", Meta: []byte(`{}`), Exec: exe, ExecHash: ExecHash(exe2)}}}, ErrInvalid)
-
-	// An old snapshot: "blobs" holds the bytes, tools have no size.
-	old := []byte(`{"tools":{"x":{"name":"x","meta":"e30=","execHash":"` + hash + `","owner":"n1","index":1,"time":0}},` +
-		`"blobs":{"` + hash + `":"` + base64(exe) + `"},"profiles":{},"sessions":{},"lastSession":0,"lastAgent":0,"applied":1}`)
-	got = map[string][]byte{}
 	r := New(nil)
-	r.SetBlobSink(sink)
-	if err := r.Restore(io.NopCloser(bytes.NewReader(old))); err != nil {
+	if err := r.Restore(io.NopCloser(bytes.NewReader(snap))); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(got[hash], exe) {
-		t.Fatal("the old snapshot's executable did not reach the sink")
+	if !r.HasSession("s") {
+		t.Fatal("the restored state lacks the session")
 	}
-	if tl, _ := r.Tool("x"); tl.ExecSize != int64(len(exe)) {
-		t.Fatalf("restored tool = %+v", tl)
-	}
-	if snap := snapshotBytes(t, r); bytes.Contains(snap, []byte(`"blobs"`)) {
-		t.Fatal("a new snapshot still holds the old blobs")
+	for _, bad := range [][]byte{
+		bytes.Replace(snap, []byte(`"format":1`), []byte(`"format":2`), 1),
+		bytes.Replace(snap, []byte(`"format":1,`), nil, 1),
+	} {
+		err := r.Restore(io.NopCloser(bytes.NewReader(bad)))
+		if err == nil || !strings.Contains(err.Error(), "this build reads format 1") {
+			t.Fatalf("a snapshot of another format: %v", err)
+		}
+		if !r.HasSession("s") {
+			t.Fatal("a refused snapshot changed the state")
+		}
 	}
 }
 

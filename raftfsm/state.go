@@ -113,17 +113,18 @@ func (s *Session) copy() *Session {
 	return &n
 }
 
+// SnapshotFormat is the version of the snapshot's encoding (state as
+// JSON); a snapshot records it, and Restore refuses any other.
+const SnapshotFormat = 1
+
 // state is everything the FSM holds. It is also the snapshot format.
 type state struct {
-	Tools map[string]*Tool `json:"tools"`
-	// Blobs held executables in snapshots made before executables left
-	// the log. Restore hands them to the blob sink and drops them; a new
-	// snapshot has none.
-	Blobs    map[string][]byte   `json:"blobs,omitempty"`
+	// Format is SnapshotFormat in a snapshot; 0 in the live state.
+	Format   int                 `json:"format,omitempty"`
+	Tools    map[string]*Tool    `json:"tools"`
 	Profiles map[string]*Profile `json:"profiles"`
 	Sessions map[string]*Session `json:"sessions"`
-	// Tokens are the 9P tokens by name (tokens.go). A snapshot made
-	// before tokens existed has none.
+	// Tokens are the 9P tokens by name (tokens.go).
 	Tokens map[string]*Token `json:"tokens,omitempty"`
 	// LastSession and LastAgent number generated names ("s1", "a1").
 	LastSession uint64 `json:"lastSession"`
@@ -131,13 +132,9 @@ type state struct {
 	// Applied is the index of the last entry applied, as of a snapshot.
 	Applied uint64 `json:"applied"`
 	// Requests are the ids of the last requests applied, with their
-	// results (dedupe.go). A snapshot made before requests existed has
-	// none.
+	// results (dedupe.go).
 	Requests requestLog `json:"requests"`
 
-	// legacy are executables an old entry carried, for the blob sink
-	// once the lock is released; transient, not stored.
-	legacy []legacyBlob
 	// byHash finds a token by the hash of its secret; derived, not stored.
 	byHash map[string]*Token
 }
@@ -205,12 +202,6 @@ func (s *state) fill() {
 		s.byHash[t.Hash] = t
 	}
 	s.Requests.fill()
-}
-
-// legacyBlob is an executable an old log entry or snapshot carried.
-type legacyBlob struct {
-	digest string
-	data   []byte
 }
 
 // setTool stores t (nil removes name). The executables tools refer to are

@@ -74,21 +74,3 @@ func TestTokens(t *testing.T) {
 		t.Fatalf("events: %s", got)
 	}
 }
-
-// A snapshot written before tokens existed restores with none.
-func TestTokensOldSnapshot(t *testing.T) {
-	f := New(nil)
-	old := `{"tools":{},"blobs":{},"profiles":{},"sessions":{},"lastSession":0,"lastAgent":0,"applied":7}`
-	if err := f.Restore(io.NopCloser(strings.NewReader(old))); err != nil {
-		t.Fatal(err)
-	}
-	if len(f.Tokens()) != 0 {
-		t.Fatal("tokens from nowhere")
-	}
-	h := &harness{t: t, fsm: f, index: 7}
-	_, hash, _ := acl.NewSecret()
-	h.ok(CmdPutToken, PutToken{Name: "a", Role: "read", Hash: hash})
-	if _, ok := f.TokenByHash(hash); !ok {
-		t.Fatal("a token put after an old snapshot is not found")
-	}
-}

@@ -149,10 +149,7 @@ func checkNames(kind string, names []string) error {
 // names its executable by digest and size and never carries its bytes:
 // nodes fetch them outside the log. Without a digest there is no
 // executable.
-func checkExec(name string, exec []byte, hash string, size int64, mode uint32, lim Limits) error {
-	if len(exec) > 0 {
-		return fmt.Errorf("the command carries the executable of tool %q: executables are not carried in the log; name it by digest and size", name)
-	}
+func checkExec(name string, hash string, size int64, mode uint32, lim Limits) error {
 	if mode&^0o7777 != 0 {
 		return fmt.Errorf("the mode %#o of tool %q has bits beyond 07777", mode, name)
 	}
@@ -223,7 +220,7 @@ func validatePublishTools(body []byte, lim Limits) error {
 		if err := checkMeta(t.Name, t.Meta); err != nil {
 			return err
 		}
-		if err := checkExec(t.Name, t.Exec, t.ExecHash, t.Size, t.Mode, lim); err != nil {
+		if err := checkExec(t.Name, t.ExecHash, t.Size, t.Mode, lim); err != nil {
 			return err
 		}
 	}
@@ -284,7 +281,7 @@ func validatePutToolExec(body []byte, lim Limits) error {
 	if c.ExecHash == "" {
 		return fmt.Errorf("the executable of tool %q has no hash", c.Name)
 	}
-	return checkExec(c.Name, c.Exec, c.ExecHash, c.Size, c.Mode, lim)
+	return checkExec(c.Name, c.ExecHash, c.Size, c.Mode, lim)
 }
 
 func validateDropToolExec(body []byte, lim Limits) error {

@@ -83,8 +83,6 @@ func TestValidate_Refuses(t *testing.T) {
 		{"twice", MustEncode(CmdPublishTools, PublishTools{Owner: "n1", Tools: []ToolSpec{{Name: "x", Meta: meta}, {Name: "x", Meta: meta}}}), "twice"},
 		{"no meta", MustEncode(CmdPublishTools, PublishTools{Owner: "n1", Tools: []ToolSpec{{Name: "x"}}}), "metadata"},
 		{"bad meta", MustEncode(CmdPublishTools, PublishTools{Owner: "n1", Tools: []ToolSpec{{Name: "x", Meta: []byte(`[1]`)}}}), "metadata"},
-		{"bytes in the log", MustEncode(CmdPublishTools, PublishTools{Owner: "n1", Tools: []ToolSpec{{Name: "x", Meta: meta, Exec: exe, ExecHash: ExecHash(exe), Size: int64(len(exe))}}}), "not carried in the log"},
-		{"bytes in put-tool-exec", MustEncode(CmdPutToolExec, PutToolExec{Owner: "n1", Origin: Origin9P, Name: "x", Exec: exe, ExecHash: ExecHash(exe), Size: int64(len(exe))}), "not carried in the log"},
 		{"hash not hex", MustEncode(CmdPublishTools, PublishTools{Owner: "n1", Tools: []ToolSpec{{Name: "x", Meta: meta, ExecHash: strings.Repeat("Z", 64), Size: 1}}}), "hex"},
 		{"size without hash", MustEncode(CmdPublishTools, PublishTools{Owner: "n1", Tools: []ToolSpec{{Name: "x", Meta: meta, Size: 5}}}), "no hash"},
 		{"no size", MustEncode(CmdPublishTools, PublishTools{Owner: "n1", Tools: []ToolSpec{{Name: "x", Meta: meta, ExecHash: ExecHash(exe)}}}), "no size"},
