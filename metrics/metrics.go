@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 	"sync"
 	"time"
@@ -294,12 +295,12 @@ func result(err error) string {
 	return "ok"
 }
 
-// Handler serves /metrics, /healthz (the process serves) and /readyz (it
-// has a leader and has caught up; 503 with the reason otherwise; with
-// ?verbose, the gossip members by state too). When authorize is set,
-// /metrics and /readyz?verbose are served only to requests it accepts
-// (401 with its error otherwise); the probes stay open, as they say no
-// more than ready or not.
+// Handler serves /metrics, /debug/pprof, /healthz (the process serves)
+// and /readyz (it has a leader and has caught up; 503 with the reason
+// otherwise; with ?verbose, the gossip members by state too). When
+// authorize is set, /metrics, /debug/pprof and /readyz?verbose are served
+// only to requests it accepts (401 with its error otherwise); the probes
+// stay open, as they say no more than ready or not.
 func (s *Set) Handler(authorize func(*http.Request) error) http.Handler {
 	mux := http.NewServeMux()
 	metricsH := promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg})
@@ -348,13 +349,30 @@ func (s *Set) Handler(authorize func(*http.Request) error) http.Handler {
 		}
 		w.Write([]byte(body))
 	})
+	// Go's profiles (net/http/pprof), behind the same credential as
+	// /metrics: `go tool pprof -H "Authorization: Bearer TOKEN"` is not a
+	// flag, so fetch a profile with curl and read the file.
+	pprofH := map[string]http.HandlerFunc{
+		"/debug/pprof/":        pprof.Index,
+		"/debug/pprof/cmdline": pprof.Cmdline,
+		"/debug/pprof/profile": pprof.Profile,
+		"/debug/pprof/symbol":  pprof.Symbol,
+		"/debug/pprof/trace":   pprof.Trace,
+	}
+	for path, h := range pprofH {
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			if !refused(w, r) {
+				h(w, r)
+			}
+		})
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/" {
 			http.NotFound(w, r)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(map[string]string{"metrics": "/metrics", "healthz": "/healthz", "readyz": "/readyz"})
+		json.NewEncoder(w).Encode(map[string]string{"metrics": "/metrics", "healthz": "/healthz", "readyz": "/readyz", "pprof": "/debug/pprof/"})
 	})
 	return mux
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -15,26 +16,37 @@ import (
 	"github.com/toolnode/toolnode/p9"
 )
 
-// startMetrics serves /metrics, /healthz and /readyz on -metrics ADDR
-// (loopback only: metrics name tools, nodes and addresses).
+// startMetrics serves /metrics, /healthz, /readyz and /debug/pprof on
+// -metrics ADDR. /metrics, /readyz?verbose and /debug/pprof need a token
+// of role read or more (Authorization: Bearer) on every address, loopback
+// included: metrics name tools, nodes and addresses, and a profile shows
+// what the node runs. The probes are open: kubelets and health checks
+// probe without one. Off loopback, as for 9P and MCP, the listener speaks
+// HTTPS with the 9P certificate, so a bearer token never crosses a
+// network in the clear; without it the node refuses to start unless
+// -insecure (ports.go), and then serves plain HTTP, loudly.
 func (n *Node) startMetrics() error {
 	if n.cfg.MetricsAddr == "" {
 		return nil
+	}
+	var tlsConf *tls.Config
+	if !loopbackAddr(n.cfg.MetricsAddr) && n.cfg.P9TLSCert != "" && n.cfg.P9TLSKey != "" {
+		var err error
+		if tlsConf, err = loadP9TLS(n.cfg.P9TLSCert, n.cfg.P9TLSKey); err != nil {
+			return err
+		}
 	}
 	ln, err := net.Listen("tcp", n.cfg.MetricsAddr)
 	if err != nil {
 		return fmt.Errorf("-metrics: %w", err)
 	}
-	n.metricsLn = ln
-	// On loopback /metrics is open, like a loopback 9P listener; anywhere
-	// else it needs a token of role read or more (Authorization: Bearer),
-	// so a port that leaves the host has a credential. The probes are
-	// open everywhere: kubelets probe without one.
-	var authorize func(*http.Request) error
-	if !loopbackAddr(n.cfg.MetricsAddr) {
-		authorize = n.authorizeMetrics
+	scheme := "http"
+	if tlsConf != nil {
+		ln = tls.NewListener(ln, tlsConf)
+		scheme = "https"
 	}
-	srv := &http.Server{Handler: n.metrics.Handler(authorize), ReadHeaderTimeout: 10 * time.Second}
+	n.metricsLn = ln
+	srv := &http.Server{Handler: n.metrics.Handler(n.authorizeMetrics), ReadHeaderTimeout: 10 * time.Second}
 	n.wg.Add(2)
 	go func() {
 		defer n.wg.Done()
@@ -49,7 +61,7 @@ func (n *Node) startMetrics() error {
 		defer cancel()
 		srv.Shutdown(ctx)
 	}()
-	n.logger.Printf("serving metrics on http://%s/metrics (and /healthz, /readyz)", ln.Addr())
+	n.logger.Printf("serving metrics on %s://%s/metrics (and /healthz, /readyz, /debug/pprof; a read token for all but the probes)", scheme, ln.Addr())
 	return nil
 }
 
@@ -137,14 +149,14 @@ func (n *Node) observePublished(tool string) {
 	}
 }
 
-// authorizeMetrics accepts a scrape that presents a token of role read
+// authorizeMetrics accepts a request that presents a token of role read
 // or more.
 func (n *Node) authorizeMetrics(r *http.Request) error {
 	tok := bearer(r)
 	if tok == "" {
-		return errors.New("permission denied: /metrics on this address needs a token (Authorization: Bearer TOKEN) of role read or more")
+		return fmt.Errorf("permission denied: %s needs a token (Authorization: Bearer TOKEN) of role read or more", r.URL.Path)
 	}
-	p, err := n.attach(tok, nil)
+	p, err := n.attach(tok, metricsRemote(r))
 	if err != nil {
 		return err
 	}
@@ -152,4 +164,12 @@ func (n *Node) authorizeMetrics(r *http.Request) error {
 		return fmt.Errorf("permission denied: needs role %s", p9.RoleRead)
 	}
 	return nil
+}
+
+// metricsRemote is a request's peer address, for the log.
+func metricsRemote(r *http.Request) net.Addr {
+	if a, err := net.ResolveTCPAddr("tcp", r.RemoteAddr); err == nil {
+		return a
+	}
+	return &net.TCPAddr{}
 }
