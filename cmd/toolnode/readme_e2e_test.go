@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolnode/toolnode/internal/testport"
 )
 
 // readmeBlocks returns the ```sh blocks of the README section that starts
@@ -112,4 +114,50 @@ func TestREADMEExamples(t *testing.T) {
 	})
 	node.stop(t)
 	checkLog(t, "e2e", node.log.String())
+}
+
+// The README's cluster of three on one machine, run as written but for
+// its nine ports, which are swapped for free ones. The script starts the
+// nodes in the background and kills them at its end; the trap kills them
+// when it fails before.
+func TestREADMEThreeNodes(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := readmeBlocks(t, string(b), "## A three-node cluster on one machine")[0]
+	ports := testport.Pick(t, 9)
+	for i, p := range []string{"9564", "7946", "9565", "9574", "7956", "9575", "9584", "7966", "9585"} {
+		if !strings.Contains(script, "127.0.0.1:"+p) {
+			t.Fatalf("the README's cluster of three no longer uses 127.0.0.1:%s:\n%s", p, script)
+		}
+		script = strings.ReplaceAll(script, "127.0.0.1:"+p, ports[i])
+	}
+	e := newEnv(t)
+	environ := append(e.childEnv(), "TMPDIR="+t.TempDir())
+	for i, kv := range environ {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			environ[i] = "PATH=" + filepath.Dir(binPath) + ":" + v
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", "trap 'kill $(jobs -p) 2>/dev/null; wait' EXIT\n"+script)
+	cmd.Dir, cmd.Env = t.TempDir(), environ
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v\nscript:\n%s\nstdout:\n%s\nstderr:\n%s", err, script, stdout.String(), stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{"n1 ", " leader ", "n2 ", "n3 ", " voter ", "\nhi\n"} {
+		if !strings.Contains("\n"+out, want) {
+			t.Errorf("the cluster of three printed no %q:\n%s\nstderr:\n%s", want, out, stderr.String())
+		}
+	}
 }

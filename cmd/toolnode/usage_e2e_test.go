@@ -41,7 +41,7 @@ func TestSubcommandHelp(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"serve", "-h"}, []string{"usage: toolnode [serve]", "-9p string", `(default "127.0.0.1:9564")`, "-raft-commit-timeout duration", `(default 250ms)`, "-max-exec-size SIZE", "-join string", "-examples"}},
+		{[]string{"serve", "-h"}, []string{"usage: toolnode [serve]", "-9p ADDR", `(default "127.0.0.1:9564")`, "-raft-commit-timeout duration", `(default 250ms)`, "-max-exec-size SIZE", "-join ADDR", "-examples"}},
 		{[]string{"-h"}, []string{"usage: toolnode [serve]", "-voters int", "(default 5)"}},
 		{[]string{"9p", "-h"}, []string{"usage: toolnode 9p", "-a string", `(default "127.0.0.1:9564")`, "-tls-ca string", "-token string"}},
 		{[]string{"call", "-h"}, []string{"usage: toolnode call", "-a string", "-session string", "-agent string", "-token string"}},
