@@ -125,8 +125,7 @@ type Config struct {
 
 	// StreamLeaderless is how long a client follows a server that says
 	// it has no leader (cut off from it) before it moves to another;
-	// default stream.DefaultLeaderless; negative: it stays (the control
-	// of the test that shows why a client moves).
+	// default stream.DefaultLeaderless.
 	StreamLeaderless time.Duration
 }
 

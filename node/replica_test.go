@@ -101,14 +101,14 @@ func Test_Stream_ClientRefuses(t *testing.T) {
 // other servers' Raft (a partition between servers that leaves the
 // client reaching it): it has no leader and gets no new entries, and the
 // client moves to a server that does, so it sees the writes made since.
-// The control, a client told to stay (StreamLeaderless < 0), misses them
+// The control, a client that waits an hour before it moves, misses them
 // for as long as the cut lasts.
 func Test_InMem_ClientLeavesServerCutOffFromLeader(t *testing.T) {
 	t.Parallel()
 	for _, protect := range []bool{true, false} {
 		leaderless := time.Second
 		if !protect {
-			leaderless = -1
+			leaderless = time.Hour
 		}
 		c := newInmemClusterWith(t, 3, func(cfg *Config) { cfg.StreamLeaderless = leaderless }, "n1", "n2", "n3")
 		client := c.addClient("n4")

@@ -76,8 +76,8 @@ type FollowerConfig struct {
 	Rebalance   time.Duration // how often to check for a better-ranked server; default 5s
 	// Leaderless is how long the server followed may say it has no
 	// leader before the client moves to another server (one not left
-	// for this in the last RetryAdrift); default DefaultLeaderless;
-	// negative: the client stays. A server left for this once is left
+	// for this in the last RetryAdrift); default DefaultLeaderless. A
+	// server left for this once is left
 	// at its first such word when the client comes back to it, until it
 	// has been heard to have a leader again.
 	Leaderless  time.Duration
@@ -272,7 +272,7 @@ func (f *Follower) follow(ctx context.Context, addr string) error {
 	lastFrame := time.Now()
 	for {
 		wait, timed := max(time.Until(lastFrame.Add(idle)), 0), false
-		if !leaderless.IsZero() && f.cfg.Leaderless > 0 {
+		if !leaderless.IsZero() {
 			left := time.Until(leaderless.Add(grace))
 			if left <= 0 {
 				if f.pickExcept(addr) != "" {

@@ -400,7 +400,7 @@ func TestStreamServerDeathMoves(t *testing.T) {
 // A server cut off from the leader keeps serving its stream but gets no
 // new entries, and says it has no leader: its client moves to a server
 // that gets them, and does not go back while rebalancing. The control,
-// a client that stays with a leaderless server (Leaderless < 0), misses
+// a client that waits an hour before it leaves a leaderless server, misses
 // the entries for as long as the cut lasts.
 func TestStreamLeavesLeaderlessServer(t *testing.T) {
 	for _, protect := range []bool{true, false} {
@@ -411,7 +411,7 @@ func TestStreamLeavesLeaderlessServer(t *testing.T) {
 		const wait = 300 * time.Millisecond
 		leaderless := wait
 		if !protect {
-			leaderless = -1
+			leaderless = time.Hour
 		}
 		c := newClientWith(t, func(c *client) { c.leaderless = leaderless }, preferring(addrs, addrs[0]), addrs...)
 		c.start()
