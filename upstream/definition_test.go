@@ -11,7 +11,7 @@ func TestParse(t *testing.T) {
 	good := map[string]string{
 		"stdio": `{"command": "npx", "args": ["-y", "some-mcp-server", "${HOME}/work"], "env": {"API_TOKEN": "${API_TOKEN}"},
 			"match": {"env": "API_TOKEN"}, "network": true, "read": ["/srv/data"], "write": [], "tools": ["search_*", "get_item"]}`,
-		"http": `{"url": "https://host/mcp", "headers": {"Authorization": "Bearer ${API_TOKEN}"}}`,
+		"http":         `{"url": "https://host/mcp", "headers": {"Authorization": "Bearer ${API_TOKEN}"}}`,
 		"url-from-env": `{"url": "${MCP_URL}"}`,
 		"plain-env":    `{"command": "srv", "env": {"DEBUG": "1", "LOG_LEVEL": "info"}}`,
 	}
