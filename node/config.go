@@ -72,9 +72,9 @@ type Config struct {
 	// is the process's: set it only where the process runs one node.
 	ClientProcs int
 
-	// P9Anon is the role of a 9P attach without a token: none, read,
-	// call, publish or admin; "" is admin on a loopback listener and
-	// none on any other (DESIGN §7).
+	// P9Anon is the role of an attach without a token: none, read,
+	// call, publish or admin; "" is none, on every listener (DESIGN §7
+	// "Local trust").
 	P9Anon string
 
 	// Insecure starts the node even when a port leaves loopback without

@@ -103,7 +103,10 @@ type Node struct {
 	audit    *audit.Log  // Config.AuditFile; nil: none
 	steps    *startSteps // times the steps of New (used by New's goroutine only)
 	hadState bool        // Raft state was on disk at start
-	closing  atomic.Bool // Close has begun: Raft's shutdown noise is expected (logging.go)
+	// bootstrapped: this node bootstrapped its cluster at this start, so
+	// it writes the cluster's admin token (tokens.go).
+	bootstrapped bool
+	closing      atomic.Bool // Close has begun: Raft's shutdown noise is expected (logging.go)
 }
 
 // New starts a node: Raft on its data directory, gossip, the publisher of
@@ -396,6 +399,7 @@ func (n *Node) openRaft(late bool) error {
 		if err := raft.BootstrapCluster(rc, n.logs, w, snaps, n.transport, conf); err != nil {
 			return fmt.Errorf("bootstrap raft: %w", err)
 		}
+		n.bootstrapped = true
 	case late:
 		n.logger.Printf("raft: the leader is adding this node: opening the raft log in %s", dir)
 	default:

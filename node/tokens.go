@@ -31,26 +31,42 @@ var errNameTaken = errors.New("the name is taken; trying the next")
 // errBadToken is the refusal of an attach name that is no live token.
 var errBadToken = errors.New("permission denied: unknown or revoked token")
 
-// setupAnon decides the role of an attach without a token: -9p-anon, or
-// admin on a loopback listener and none on any other.
+// setupAnon decides the role of an attach without a token: -9p-anon,
+// default none on every listener (DESIGN §7 "Local trust"): a loopback
+// address proves nothing on a host that runs other people's tools. Any
+// other role is said loudly at every start.
 func (n *Node) setupAnon() error {
+	n.anon = p9.RoleNone
 	if n.cfg.P9Anon != "" {
 		r, err := p9.ParseRole(n.cfg.P9Anon)
 		if err != nil {
 			return fmt.Errorf("-9p-anon: %w", err)
 		}
 		n.anon = r
-	} else if isLoopback(n.p9ln.Addr()) {
-		n.anon = p9.RoleAdmin
-	} else {
-		n.anon = p9.RoleNone
 	}
 	if n.anon == p9.RoleNone {
-		n.logger.Printf("9P: an attach without a token is refused (-9p-anon none)")
-	} else {
-		n.logger.Printf("9P: an attach without a token gets role %s (-9p-anon %s)", n.anon, n.anon)
+		n.logger.Printf("9P: an attach without a token is refused (-9p-anon none); the cluster's admin token is in %s on the node that bootstrapped it", AdminTokenFile)
+		return nil
 	}
+	where := "every process that reaches it"
+	if isLoopback(n.p9ln.Addr()) {
+		where = "every process on this host, each tool included"
+	}
+	n.warnf("WARNING: -9p-anon %s: an attach without a token on %s gets role %s: %s has it", n.anon, n.p9ln.Addr(), n.anon, where)
 	return nil
+}
+
+// anonName is the principal of a token-less client: anon@IP, the
+// address without its port.
+func anonName(remote net.Addr) string {
+	if remote == nil {
+		return "anon@unknown"
+	}
+	s := remote.String()
+	if host, _, err := net.SplitHostPort(s); err == nil {
+		s = host
+	}
+	return "anon@" + s
 }
 
 // isLoopback reports whether a listener's address is a loopback one.
@@ -63,7 +79,7 @@ func isLoopback(a net.Addr) bool {
 // other is looked up by its hash.
 func (n *Node) attach(aname string, remote net.Addr) (p9.Principal, error) {
 	if aname == "" {
-		return p9.Principal{Name: "anon@" + remote.String(), Role: n.anon}, nil
+		return p9.Principal{Name: anonName(remote), Role: n.anon}, nil
 	}
 	t, ok := n.fsm.TokenByHash(acl.Hash(aname))
 	if !ok {
@@ -157,10 +173,17 @@ func (n *Node) tokensRestored() {
 // adminTokenPath is DATA/admin.token.
 func (n *Node) adminTokenPath() string { return filepath.Join(n.cfg.DataDir, AdminTokenFile) }
 
-// startAdminToken makes the node's admin token at its first start (no
-// DATA/admin.token yet), as soon as the cluster takes writes.
+// startAdminToken makes the cluster's first admin token when this node
+// bootstrapped the cluster (no DATA/admin.token yet), as soon as the
+// cluster takes writes. A node that joins writes none: its data
+// directory holds no cluster admin (DESIGN §7 "Local trust"). A lone
+// node whose cluster holds no token at all (it bootstrapped, then
+// stopped before its token committed) makes one too.
 func (n *Node) startAdminToken() {
 	if _, err := os.Stat(n.adminTokenPath()); err == nil {
+		return
+	}
+	if !n.bootstrapped && (n.joins() || len(n.fsm.Tokens()) > 0) {
 		return
 	}
 	n.wg.Add(1)

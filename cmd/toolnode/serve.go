@@ -60,7 +60,7 @@ func serve(args []string) (err error) {
 	fs.StringVar(&cfg.MetricsAddr, "metrics", "", "serve Prometheus /metrics, /healthz and /readyz on this loopback address (e.g. 127.0.0.1:9567)")
 	fs.DurationVar(&cfg.CallTimeout, "call-timeout", node.DefaultCallTimeout, "limit of one tool run")
 	fs.BoolVar(&cfg.Yolo, "yolo", false, "run tools without the sandbox")
-	fs.StringVar(&cfg.P9Anon, "9p-anon", "", "role of a 9P attach without a token: none, read, call, publish or admin (default: admin on loopback, else none)")
+	fs.StringVar(&cfg.P9Anon, "9p-anon", "", "role of an attach without a token, on every listener: none, read, call, publish or admin; anything but none is logged loudly (default none)")
 	fs.StringVar(&cfg.AuditFile, "audit", "", "append one JSON line per state change and per call to `FILE` (reopened on SIGHUP)")
 	fs.IntVar(&cfg.MaxCalls, "max-calls", 0, "concurrent calls on this node (default 4 x cores)")
 	cfg.MaxExecSize = node.DefaultMaxExecSize
