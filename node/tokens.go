@@ -31,6 +31,9 @@ var errNameTaken = errors.New("the name is taken; trying the next")
 // errBadToken is the refusal of an attach name that is no live token.
 var errBadToken = errors.New("permission denied: unknown or revoked token")
 
+// errNoToken is the refusal of a token-less attach under -9p-anon none.
+var errNoToken = errors.New("permission denied: an attach without a token is refused (-9p-anon none); present a token as the attach name")
+
 // setupAnon decides the role of an attach without a token: -9p-anon,
 // default none on every listener (DESIGN §7 "Local trust"): a loopback
 // address proves nothing on a host that runs other people's tools. Any
@@ -79,10 +82,15 @@ func isLoopback(a net.Addr) bool {
 // other is looked up by its hash.
 func (n *Node) attach(aname string, remote net.Addr) (p9.Principal, error) {
 	if aname == "" {
+		if n.anon == p9.RoleNone {
+			n.refused(anonName(remote), errNoToken)
+			return p9.Principal{}, errNoToken
+		}
 		return p9.Principal{Name: anonName(remote), Role: n.anon}, nil
 	}
 	t, ok := n.fsm.TokenByHash(acl.Hash(aname))
 	if !ok {
+		n.refused(anonName(remote), errBadToken)
 		return p9.Principal{}, errBadToken
 	}
 	r, err := p9.ParseRole(t.Role)
@@ -90,6 +98,13 @@ func (n *Node) attach(aname string, remote net.Addr) (p9.Principal, error) {
 		return p9.Principal{}, errBadToken
 	}
 	return p9.Principal{Name: t.Name, Role: r}, nil
+}
+
+// refused audits a refused attach under who.
+func (n *Node) refused(who string, err error) {
+	if n.audit != nil {
+		n.record(time.Now(), who, "attach", "", err)
+	}
 }
 
 // NewToken makes a token: the secret is drawn here and only its hash is

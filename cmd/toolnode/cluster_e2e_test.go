@@ -171,7 +171,14 @@ type conn9 struct {
 	fsys *client.Fsys
 }
 
+// dial9 attaches with the admin token of addr's cluster (none while it
+// is not written yet).
 func dial9(addr string, d time.Duration) (*conn9, error) {
+	return dial9as(addr, tokenOf(addr), d)
+}
+
+// dial9as is dial9 presenting aname as the attach name.
+func dial9as(addr, aname string, d time.Duration) (*conn9, error) {
 	nc, err := dialTest(addr, d)
 	if err != nil {
 		return nil, err
@@ -182,7 +189,7 @@ func dial9(addr string, d time.Duration) (*conn9, error) {
 		nc.Close()
 		return nil, err
 	}
-	fsys, err := c.Attach(nil, "e2e", "")
+	fsys, err := c.Attach(nil, "e2e", aname)
 	if err != nil {
 		nc.Close()
 		return nil, err

@@ -60,6 +60,7 @@ func mcpClient(t *testing.T, addr string) (*mcp.ClientSession, *listChanges) {
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changes.add() },
 	})
 	cmd := exec.Command(binPath, "mcp", "-a", addr)
+	cmd.Env = append(os.Environ(), "TOOLNODE_TOKEN="+waitToken(t, addr))
 	cmd.Stderr = os.Stderr
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -8,7 +8,6 @@ package main
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,27 +17,6 @@ import (
 	"9fans.net/go/plan9"
 	"9fans.net/go/plan9/client"
 )
-
-// dial9as is dial9 presenting aname as the attach name.
-func dial9as(addr, aname string, d time.Duration) (*conn9, error) {
-	nc, err := net.DialTimeout("tcp", addr, d)
-	if err != nil {
-		return nil, err
-	}
-	nc.SetDeadline(time.Now().Add(d))
-	c, err := client.NewConn(nc)
-	if err != nil {
-		nc.Close()
-		return nil, err
-	}
-	fsys, err := c.Attach(nil, "e2e", aname)
-	if err != nil {
-		nc.Close()
-		return nil, err
-	}
-	nc.SetDeadline(time.Time{})
-	return &conn9{nc: nc, fsys: fsys}, nil
-}
 
 // adminToken polls until the member has written DATA/admin.token and
 // returns the secret.

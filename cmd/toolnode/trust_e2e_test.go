@@ -1,0 +1,129 @@
+//go:build linux
+
+package main
+
+// Trust boundaries through a real node process (DESIGN §7 "Local
+// trust"): a tool a user could publish, a python3 script speaking raw 9P
+// over TCP, called with a call-role token, tries to become admin through
+// its own node's loopback 9P port. Each attack is paired with its
+// control, the same attack with the protection off by a flag that exists.
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// probe9pScript is a tool: it connects to the 9P address it is given
+// ({"addr": HOST:PORT}) and, attached with no token, asks token/new for
+// an admin token. It prints what it got, or fails saying why.
+const probe9pScript = `#!/usr/bin/env python3
+import json, socket, struct, sys
+
+args = json.load(sys.stdin)
+host, port = args["addr"].rsplit(":", 1)
+try:
+    s = socket.create_connection((host, int(port)), timeout=10)
+except OSError as e:
+    sys.exit("connect %s: %s" % (args["addr"], e))
+
+def recvn(n):
+    b = b""
+    while len(b) < n:
+        c = s.recv(n - len(b))
+        if not c:
+            sys.exit("connection closed")
+        b += c
+    return b
+
+def s9(x):
+    b = x.encode()
+    return struct.pack("<H", len(b)) + b
+
+def rpc(t, tag, body):
+    s.sendall(struct.pack("<IBH", 7 + len(body), t, tag) + body)
+    size, rt, _ = struct.unpack("<IBH", recvn(7))
+    rb = recvn(size - 7)
+    if rt == 107:  # Rerror
+        n = struct.unpack("<H", rb[:2])[0]
+        sys.exit("refused: " + rb[2:2 + n].decode())
+    return rb
+
+NOFID = 0xFFFFFFFF
+rpc(100, 0xFFFF, struct.pack("<I", 8192) + s9("9P2000"))
+rpc(104, 1, struct.pack("<II", 0, NOFID) + s9("tool") + s9(""))
+rpc(110, 2, struct.pack("<IIH", 0, 1, 2) + s9("token") + s9("new"))
+rpc(112, 3, struct.pack("<IB", 1, 2))  # ORDWR
+req = b"name=stolen role=admin"
+rpc(118, 4, struct.pack("<IQI", 1, 0, len(req)) + req)
+rb = rpc(116, 5, struct.pack("<IQI", 1, 0, 4096))
+n = struct.unpack("<I", rb[:4])[0]
+secret = rb[4:4 + n].decode().strip()
+print("minted an admin token:", secret[:3] + "...")
+`
+
+const probe9pMeta = `{"description": "Test tool: become admin over the node's 9P.", "network": true,
+ "args": {"type": "object", "required": ["addr"], "properties": {"addr": {"type": "string"}}}}
+`
+
+// writeTrustProbe puts an executable tool and its metadata into dir.
+func writeTrustProbe(t *testing.T, dir, name, script, meta string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".meta"), []byte(meta), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// callAs runs `toolnode call` with token, and returns what it printed
+// (both streams) and whether it succeeded.
+func callAs(t *testing.T, e *env, token, tool, args string) (string, bool) {
+	t.Helper()
+	r := runCLIResult(t, e, "", "call", "-a", e.p9, "-token", token, tool, args)
+	return r.stdout + r.stderr, r.code == 0
+}
+
+// A sandboxed tool called with a call-role token opens its node's
+// loopback 9P with no token: it gets nothing (the attach is refused).
+// The control, -9p-anon admin: the same tool mints an admin token.
+func Test_E2E_Trust_ToolGetsNoAnonymousAdmin(t *testing.T) {
+	for _, control := range []bool{false, true} {
+		name := "default"
+		if control {
+			name = "control_9p_anon_admin"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			writeTrustProbe(t, e.tools, "probe_9p", probe9pScript, probe9pMeta)
+			var flags []string
+			if control {
+				flags = []string{"-9p-anon", "admin"}
+			}
+			p := e.startWith(t, e.childEnv(), flags...)
+			if control {
+				p.waitLog(t, 10e9, "WARNING: -9p-anon admin", "each tool included")
+			}
+			bob := strings.TrimSpace(runCLI(t, e, "", "token", "-a", e.p9, "new", "-role", "call", "bob"))
+			out, ok := callAs(t, e, bob, "probe_9p", `{"addr": "`+e.p9+`"}`)
+			t.Logf("the tool: %s", strings.TrimSpace(out))
+			idx := runCLI(t, e, "", "token", "-a", e.p9, "ls")
+			if control {
+				if !ok || !strings.Contains(out, "minted an admin token") || !strings.Contains(idx, "stolen admin") {
+					t.Fatalf("control: the tool did not mint an admin token under -9p-anon admin: %s\ntokens:\n%s", out, idx)
+				}
+				return
+			}
+			if ok || !strings.Contains(out, "refused: permission denied") {
+				t.Fatalf("the tool's token-less attach was not refused: %s", out)
+			}
+			if strings.Contains(idx, "stolen") {
+				t.Fatalf("the tool minted a token:\n%s", idx)
+			}
+			p.waitLog(t, 10e9, "127.0.0.1", "attach refused", "without a token")
+		})
+	}
+}
