@@ -25,6 +25,11 @@ type sandboxSpec struct {
 	ruleset  int
 	prepared bool
 
+	// noNet: the tool lacks "network": true, so it opens no TCP
+	// connection and binds no TCP port (a Landlock layer of its own,
+	// ABI 4+; see netLayer).
+	noNet bool
+
 	ablation // protections left out, for benchmarks measuring each one
 }
 
@@ -35,6 +40,7 @@ type ablation struct {
 	noScopes  bool // no signal and abstract unix socket scoping
 	noCloexec bool // leave the node's descriptors as they are
 	noCapDrop bool // a tool of a node run as root keeps root's capabilities
+	noNetRule bool // a tool without "network": true reaches the network
 }
 
 // callThread is an OS thread of its own for one call: it starts the tool
