@@ -328,6 +328,15 @@ func TestEscape_Network(t *testing.T) {
 			}
 		})
 	}
+	// Without the filter (a variant built here), Landlock alone lets
+	// MPTCP through: the filter is what refuses it.
+	bare := newTestRunner(t, nil)
+	bare.ablate.noMPTCP = true
+	if out, err := bare.Run(context.Background(), Invocation{Tool: "probe", Meta: shTool(probeCmd("connect-mptcp", ln.Addr().String()))}); err != nil {
+		t.Logf("Landlock alone refuses MPTCP on this kernel: %v (%s)", err, out)
+	} else {
+		t.Logf("Landlock alone lets MPTCP connect on this kernel; the filter refuses it")
+	}
 	if info := strings.Join(sb.SandboxInfo(), "; "); !strings.Contains(info, `network: no TCP connect or bind without "network": true`) &&
 		!strings.Contains(info, "network: no TCP or UDP") {
 		t.Errorf("SandboxInfo does not say what tools may reach: %s", info)

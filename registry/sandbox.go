@@ -41,6 +41,7 @@ type ablation struct {
 	noCloexec bool // leave the node's descriptors as they are
 	noCapDrop bool // a tool of a node run as root keeps root's capabilities
 	noNetRule bool // a tool without "network": true reaches the network
+	noMPTCP   bool // the network layer without the MPTCP filter beside it
 }
 
 // callThread is an OS thread of its own for one call: it starts the tool

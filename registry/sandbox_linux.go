@@ -124,8 +124,10 @@ func restrictThread(sb *sandboxSpec) error {
 		if err := denyNetwork(abi); err != nil {
 			return err
 		}
-		if err := denyMPTCP(); err != nil {
-			return err
+		if !sb.noMPTCP {
+			if err := denyMPTCP(); err != nil {
+				return err
+			}
 		}
 	}
 	if sb.noCloexec {

@@ -67,6 +67,23 @@ const probe9pMeta = `{"description": "Test tool: become admin over the node's 9P
  "args": {"type": "object", "required": ["addr"], "properties": {"addr": {"type": "string"}}}}
 `
 
+// probeTCPScript is a tool: it opens a TCP connection to the address it
+// is given, and says whether it could.
+const probeTCPScript = `#!/usr/bin/env python3
+import json, socket, sys
+addr = json.load(sys.stdin)["addr"]
+host, port = addr.rsplit(":", 1)
+try:
+    socket.create_connection((host, int(port)), timeout=10).close()
+except OSError as e:
+    sys.exit("connect %s: %s" % (addr, e))
+print("connected to", addr)
+`
+
+const probeTCPMeta = `{"description": "Test tool: connect to an address.",
+ "args": {"type": "object", "required": ["addr"], "properties": {"addr": {"type": "string"}}}}
+`
+
 // writeTrustProbe puts an executable tool and its metadata into dir.
 func writeTrustProbe(t *testing.T, dir, name, script, meta string) {
 	t.Helper()
@@ -124,6 +141,46 @@ func Test_E2E_Trust_ToolGetsNoAnonymousAdmin(t *testing.T) {
 				t.Fatalf("the tool minted a token:\n%s", idx)
 			}
 			p.waitLog(t, 10e9, "127.0.0.1", "attach refused", "without a token")
+		})
+	}
+}
+
+// A sandboxed tool without "network": true, called with a call-role
+// token, cannot open a TCP connection to its node's loopback ports (9P,
+// cluster): the kernel refuses it. The control, -yolo: the same tool
+// connects to both.
+func Test_E2E_Trust_ToolCannotReachItsNode(t *testing.T) {
+	for _, yolo := range []bool{false, true} {
+		name := "sandboxed"
+		if yolo {
+			name = "control_yolo"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			writeTrustProbe(t, e.tools, "probe_tcp", probeTCPScript, probeTCPMeta)
+			var flags []string
+			if yolo {
+				flags = []string{"-yolo"}
+			}
+			p := e.startWith(t, e.childEnv(), flags...)
+			if !yolo {
+				p.waitLog(t, 10e9, "tools run with:", `network: no TCP`)
+			}
+			bob := strings.TrimSpace(runCLI(t, e, "", "token", "-a", e.p9, "new", "-role", "call", "bob"))
+			for _, port := range []string{e.p9, e.cluster} {
+				out, ok := callAs(t, e, bob, "probe_tcp", `{"addr": "`+port+`"}`)
+				t.Logf("the tool, to %s: %s", port, strings.TrimSpace(out))
+				if yolo {
+					if !ok || !strings.Contains(out, "connected to") {
+						t.Fatalf("control (-yolo): the tool did not reach %s: %s", port, out)
+					}
+					continue
+				}
+				if ok || !strings.Contains(out, "Permission denied") {
+					t.Fatalf("the sandboxed tool reached its node's port %s: %s", port, out)
+				}
+			}
 		})
 	}
 }
