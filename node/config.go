@@ -66,6 +66,9 @@ type Config struct {
 	MaxCalls    int           // calls run at once on this node; default 4 × cores
 	Workdirs    []string      // trees a session's cwd must lie in; none: anywhere the rules allow
 	ToolEnv     []string      // variables passed to sandboxed tools beyond the allow-list (-tool-env)
+	// CredentialFiles are files the node read credentials from beyond
+	// its flags (the env file): sandboxed tools cannot read them.
+	CredentialFiles []string
 
 	// ClientProcs, when above 0, is GOMAXPROCS while this node is a
 	// client (procs.go); a server has the runtime's default. GOMAXPROCS

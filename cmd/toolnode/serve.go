@@ -27,7 +27,8 @@ func serve(args []string) (err error) {
 		return err
 	}
 	defer stopProfile()
-	if err := loadEnvFile(configPath("env")); err != nil {
+	envFile := configPath("env")
+	if err := loadEnvFile(envFile); err != nil {
 		return err
 	}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
@@ -92,6 +93,7 @@ func serve(args []string) (err error) {
 		return err
 	}
 	cfg.Logger = logger
+	cfg.CredentialFiles = []string{envFile}
 	// From here on an error is logged, not printed: stderr is all records.
 	defer func() {
 		if err != nil {

@@ -184,3 +184,82 @@ func Test_E2E_Trust_ToolCannotReachItsNode(t *testing.T) {
 		})
 	}
 }
+
+// probeReadScript is a tool: it prints the file at "path".
+const probeReadScript = `#!/bin/sh
+p=$(sed -n 's/.*"path" *: *"\([^"]*\)".*/\1/p')
+cat "$p"
+`
+
+const probeReadMeta = `{"description": "Test tool: print a file.",
+ "args": {"type": "object", "required": ["path"], "properties": {"path": {"type": "string"}}}}
+`
+
+// A sandboxed tool, called with a call-role token, reads none of the
+// node's credentials: the env file (which holds the gossip key), a 9P
+// TLS key kept in a directory of its own, the cluster-port key and the
+// CA's key beside the CA certificate in one secrets directory (a
+// docker-compose layout), and DATA/admin.token. The control, -yolo,
+// reads each of them.
+func Test_E2E_Trust_ToolReadsNoCredential(t *testing.T) {
+	for _, yolo := range []bool{false, true} {
+		name := "sandboxed"
+		if yolo {
+			name = "control_yolo"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			writeTrustProbe(t, e.tools, "probe_read", probeReadScript, probeReadMeta)
+			ca := newTestCA(t, "trust CA")
+			secrets, p9dir := filepath.Join(e.root, "secrets"), filepath.Join(e.root, "p9tls")
+			for _, d := range []string{secrets, p9dir, filepath.Join(e.config, "ollie")} {
+				if err := os.MkdirAll(d, 0o700); err != nil {
+					t.Fatal(err)
+				}
+			}
+			caFile, caKey := filepath.Join(secrets, "ca.pem"), filepath.Join(secrets, "ca-key.pem")
+			pem, err := os.ReadFile(ca.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for f, b := range map[string]string{caFile: string(pem), caKey: "CA PRIVATE KEY\n"} {
+				if err := os.WriteFile(f, []byte(b), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cert, key := ca.issue(t, secrets, "e2e")
+			p9cert, p9key := ca.issue(t, p9dir, "p9")
+			envFile := filepath.Join(e.config, "ollie", "env")
+			gossipKey := strings.TrimSpace(runCLI(t, &env{config: t.TempDir()}, "", "keygen"))
+			if err := os.WriteFile(envFile, []byte("TOOLNODE_GOSSIP_KEY="+gossipKey+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			flags := []string{"-tls-cert", cert, "-tls-key", key, "-tls-ca", caFile, "-9p-tls-cert", p9cert, "-9p-tls-key", p9key}
+			if yolo {
+				flags = append(flags, "-yolo")
+			}
+			e.startWith(t, e.childEnv(), flags...)
+			admin := waitToken(t, e.p9)
+			client := append(e.clientEnv(t), "TOOLNODE_CA="+caFile)
+			bob := strings.TrimSpace(mustTN(t, client, "token", "-a", e.p9, "new", "-role", "call", "bob"))
+			for f, want := range map[string]string{
+				envFile: gossipKey, p9key: "PRIVATE KEY", key: "PRIVATE KEY", caKey: "CA PRIVATE KEY",
+				filepath.Join(e.data, "admin.token"): admin,
+			} {
+				out, errOut, ok := runTN(t, client, "call", "-a", e.p9, "-token", bob, "probe_read", `{"path": "`+f+`"}`)
+				if yolo {
+					if !ok || !strings.Contains(out, want) {
+						t.Errorf("control (-yolo): the tool did not read %s: %s%s", f, out, errOut)
+					}
+					continue
+				}
+				if ok || strings.Contains(out+errOut, want) {
+					t.Errorf("the sandboxed tool read %s: %s%s", f, out, errOut)
+				} else if !strings.Contains(errOut, "Permission denied") {
+					t.Errorf("reading %s failed, but not as the sandbox refuses: %s", f, errOut)
+				}
+			}
+		})
+	}
+}
