@@ -159,6 +159,9 @@ func New(cfg Config) (n *Node, err error) {
 	if err := n.openBlobs(); err != nil {
 		return nil, err
 	}
+	if err := n.clusterCredential(); err != nil {
+		return nil, err
+	}
 	n.steps.step("config and data directory")
 	// The tools directory is read while Raft starts.
 	n.watchDirs()
@@ -166,8 +169,8 @@ func New(cfg Config) (n *Node, err error) {
 	if n.tls, err = loadClusterTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSCA); err != nil {
 		return nil, err
 	}
-	if n.tls == nil && len(cfg.EncryptKey) > 0 {
-		if n.tls, err = keyClusterTLS(cfg.EncryptKey, cfg.Name); err != nil {
+	if n.tls == nil && len(n.cfg.EncryptKey) > 0 {
+		if n.tls, err = keyClusterTLS(n.cfg.EncryptKey, cfg.Name); err != nil {
 			return nil, err
 		}
 	}

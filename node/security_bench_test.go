@@ -155,7 +155,7 @@ func startKeyedHost(t testing.TB, name, root string, binaries []string, key []by
 	n, err := New(Config{
 		P9Anon: trustedAnon,
 		Name:   name, DataDir: filepath.Join(root, name), ToolsDir: tools,
-		GossipAddr: "127.0.0.1:0", Join: join, Host: &host, EncryptKey: key,
+		GossipAddr: "127.0.0.1:0", Join: join, Host: &host, EncryptKey: key, Insecure: key == nil,
 		P9Listener: listen(t), ClusterListener: listen(t),
 		Debounce: 20 * time.Millisecond, LogOutput: testWriter{t},
 	})

@@ -99,7 +99,7 @@ func (n *cnode) joining(to *cnode) *cnode {
 // is killed when the test ends; its log is shown if the test failed.
 func (n *cnode) launch(t *testing.T) *proc {
 	t.Helper()
-	p := n.e.spawn(t, n.name, n.e.childEnv(), n.flags...)
+	p := n.e.spawn(t, n.name, withClusterKey(n.e.childEnv(), n.flags), n.flags...)
 	n.p = p
 	return p
 }
@@ -663,11 +663,15 @@ func Test_E2E_Cluster_GossipKey(t *testing.T) {
 	}
 
 	// Two intruders that know the way in but not the key.
+	// Their own operators let anything on their hosts in (-9p-anon
+	// admin): they hold no token of the keyed cluster.
 	bare := newCnode(t, "nokey").joining(k1)
+	bare.flags = append(bare.flags, "-9p-anon", "admin")
 	wrong := newCnode(t, "wrongkey").joining(k1)
-	wrong.flags = append(wrong.flags, "-encrypt", otherKey)
+	wrong.flags = append(wrong.flags, "-encrypt", otherKey, "-9p-anon", "admin")
 	intruders := []*cnode{bare, wrong}
 	for _, n := range intruders {
+		n.e.tokenless = true
 		n.launch(t)
 	}
 
@@ -719,7 +723,14 @@ func Test_E2E_Cluster_GossipKey(t *testing.T) {
 			if strings.Contains(log, "panic:") {
 				t.Errorf("%s's failed start panics instead of exiting with the join error:\n%s", n.name, log)
 			}
-			if !strings.Contains(log, "join "+k1.e.gossip) {
+			switch {
+			case n == bare:
+				// Without a key it does not even try: a cluster of
+				// several needs a credential.
+				if !strings.Contains(log, "needs a credential") || !strings.Contains(log, "-encrypt") {
+					t.Errorf("%s's log does not say a cluster needs -encrypt:\n%s", n.name, log)
+				}
+			case !strings.Contains(log, "join "+k1.e.gossip):
 				t.Errorf("%s's log does not say the join through %s failed:\n%s", n.name, k1.e.gossip, log)
 			}
 		})
@@ -851,7 +862,11 @@ func Test_E2E_Cluster_TLS(t *testing.T) {
 
 	// A node whose certificate comes from another CA gossips (gossip has
 	// no key here) but is never made a Raft member.
+	// Its operator lets anything on its host in (-9p-anon admin): it
+	// holds no token of the cluster.
 	rogue := newCnode(t, "rogue").joining(t1).withTLS(t, otherCA)
+	rogue.flags = append(rogue.flags, "-9p-anon", "admin")
+	rogue.e.tokenless = true
 	rogue.launch(t)
 	// It finds no leader: it serves 9P only after waiting for one, and
 	// a write waits for one too; that runs while the rest is checked.

@@ -113,6 +113,7 @@ type env struct {
 	cwd                               string // the test sessions' working directory
 	p9, gossip, cluster               string
 	joined                            *env // the node it joined (-join), if any
+	tokenless                         bool // its clients attach without a token
 }
 
 // e2eWriteScript is a tool of the test's own: it writes "x" to the file
@@ -330,6 +331,27 @@ func (p *proc) waitLog(t *testing.T, d time.Duration, subs ...string) string {
 
 // ---- credentials: the cluster's admin token, where its user finds it
 
+// clusterKey is the gossip key of the members of the test clusters: a
+// cluster of several nodes needs a credential (-encrypt or mTLS).
+var clusterKey = base64.StdEncoding.EncodeToString([]byte("toolnode-e2e-test-cluster-key-!!"))
+
+// withClusterKey is environ with $TOOLNODE_GOSSIP_KEY set to clusterKey,
+// unless flags or environ give a credential (-encrypt, -tls-cert, the
+// variable) or -insecure already.
+func withClusterKey(environ, flags []string) []string {
+	for _, f := range flags {
+		if f == "-encrypt" || f == "-tls-cert" || f == "-insecure" {
+			return environ
+		}
+	}
+	for _, kv := range environ {
+		if strings.HasPrefix(kv, "TOOLNODE_GOSSIP_KEY=") {
+			return environ
+		}
+	}
+	return append(environ, "TOOLNODE_GOSSIP_KEY="+clusterKey)
+}
+
 // homes maps the 9P and gossip addresses of every node a test spawned
 // to its env.
 var homes sync.Map // address -> *env
@@ -360,7 +382,7 @@ func (e *env) tokenHome() *env {
 // it is not written yet, or addr is no node of the test.
 func tokenOf(addr string) string {
 	v, ok := homes.Load(addr)
-	if !ok {
+	if !ok || v.(*env).tokenless {
 		return ""
 	}
 	b, err := os.ReadFile(filepath.Join(v.(*env).tokenHome().data, "admin.token"))
@@ -378,7 +400,7 @@ func waitToken(t testing.TB, addr string) string {
 		if s := tokenOf(addr); s != "" {
 			return s
 		}
-		if _, ok := homes.Load(addr); !ok || time.Now().After(deadline) {
+		if v, ok := homes.Load(addr); !ok || v.(*env).tokenless || time.Now().After(deadline) {
 			t.Fatalf("no admin token for the node at %s", addr)
 		}
 		time.Sleep(20 * time.Millisecond)

@@ -9,10 +9,15 @@ package main
 // control, the same attack with the protection off by a flag that exists.
 
 import (
+	"bytes"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/toolnode/toolnode/raftfsm"
 )
 
 // probe9pScript is a tool: it connects to the 9P address it is given
@@ -260,6 +265,93 @@ func Test_E2E_Trust_ToolReadsNoCredential(t *testing.T) {
 					t.Errorf("reading %s failed, but not as the sandbox refuses: %s", f, errOut)
 				}
 			}
+		})
+	}
+}
+
+// probeClusterScript is a tool: on the cluster port it is given it pings
+// ('P'), then sends the forwarded write it is given ('F' and one frame,
+// in hex), and prints what the node answered.
+const probeClusterScript = `#!/usr/bin/env python3
+import json, socket, struct, sys
+args = json.load(sys.stdin)
+host, port = args["addr"].rsplit(":", 1)
+def conn():
+    return socket.create_connection((host, int(port)), timeout=10)
+s = conn()
+s.sendall(b"P")
+b = s.recv(1)
+print("ping:", "answered" if b == b"P" else "no answer %r" % b)
+s.close()
+s = conn()
+s.sendall(b"F" + bytes.fromhex(args["frame"]))
+try:
+    hdr = s.recv(4)
+    n = struct.unpack(">I", hdr)[0]
+    body = b""
+    while len(body) < n:
+        c = s.recv(n - len(body))
+        if not c:
+            break
+        body += c
+    print("write:", body.decode())
+except Exception as e:
+    print("write: no answer", e)
+`
+
+const probeClusterMeta = `{"description": "Test tool: speak the cluster port.", "network": true,
+ "args": {"type": "object", "required": ["addr", "frame"], "properties": {"addr": {"type": "string"}, "frame": {"type": "string"}}}}
+`
+
+// A tool on a lone node's loopback cluster port, the default single node
+// with no gossip key: the node keys the port with the cluster secret it
+// made in DATA/, so the tool's ping goes unanswered and its forged write
+// (a create-session command) is not applied. The control, -insecure (no
+// secret): the ping is answered and the write applied.
+func Test_E2E_Trust_ToolOnTheClusterPort(t *testing.T) {
+	cmd, err := raftfsm.Encode(raftfsm.CmdCreateSession, raftfsm.CreateSession{Name: "forged", Time: time.Now().UnixNano()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fb bytes.Buffer
+	if err := frame(&fb, map[string]any{"cmd": cmd}); err != nil {
+		t.Fatal(err)
+	}
+	for _, insecure := range []bool{false, true} {
+		name := "default"
+		if insecure {
+			name = "control_insecure"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			writeTrustProbe(t, e.tools, "probe_cluster", probeClusterScript, probeClusterMeta)
+			var flags []string
+			if insecure {
+				flags = []string{"-insecure"}
+			}
+			p := e.startWith(t, e.childEnv(), flags...)
+			bob := strings.TrimSpace(runCLI(t, e, "", "token", "-a", e.p9, "new", "-role", "call", "bob"))
+			out, ok := callAs(t, e, bob, "probe_cluster", `{"addr": "`+e.cluster+`", "frame": "`+hex.EncodeToString(fb.Bytes())+`"}`)
+			t.Logf("the tool: %s", strings.TrimSpace(out))
+			if !ok {
+				t.Fatalf("the probe failed: %s", out)
+			}
+			sessions := runCLI(t, e, "", "9p", "-a", e.p9, "read", "session/idx")
+			if insecure {
+				if !strings.Contains(out, "ping: answered") || !strings.Contains(sessions, "forged") {
+					t.Fatalf("control (-insecure): ping and write did not get through: %s\nsessions: %q", out, sessions)
+				}
+				return
+			}
+			p.waitLog(t, 10e9, "made this node's cluster secret")
+			if st, err := os.Stat(filepath.Join(e.data, "cluster.key")); err != nil || st.Mode().Perm() != 0o600 {
+				t.Fatalf("DATA/cluster.key: %v, %v; want mode 0600", st, err)
+			}
+			if strings.Contains(out, "ping: answered") || strings.Contains(sessions, "forged") {
+				t.Fatalf("the tool got through the cluster port: %s\nsessions: %q", out, sessions)
+			}
+			p.waitLog(t, 10e9, "cluster port: refused")
 		})
 	}
 }
