@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -15,25 +16,38 @@ import (
 	"github.com/toolnode/toolnode/p9"
 )
 
-// startMetrics serves /metrics, /healthz and /readyz on -metrics ADDR
-// (loopback only: metrics name tools, nodes and addresses).
+// startMetrics serves /metrics, /healthz and /readyz on -metrics ADDR:
+// over HTTPS off loopback (metrics name tools, nodes and addresses).
 func (n *Node) startMetrics() error {
 	if n.cfg.MetricsAddr == "" {
 		return nil
+	}
+	// Off loopback, as for 9P and MCP: HTTPS with the 9P certificate, or
+	// -insecure; a bearer token must not cross the network in clear.
+	var tlsConf *tls.Config
+	if !loopbackAddr(n.cfg.MetricsAddr) {
+		switch {
+		case n.cfg.P9TLSCert != "" && n.cfg.P9TLSKey != "":
+			var err error
+			if tlsConf, err = loadP9TLS(n.cfg.P9TLSCert, n.cfg.P9TLSKey); err != nil {
+				return fmt.Errorf("-metrics: %w", err)
+			}
+		default: // -insecure (checkPorts): said at start (logPortSecurity)
+		}
 	}
 	ln, err := net.Listen("tcp", n.cfg.MetricsAddr)
 	if err != nil {
 		return fmt.Errorf("-metrics: %w", err)
 	}
-	n.metricsLn = ln
-	// On loopback /metrics is open, like a loopback 9P listener; anywhere
-	// else it needs a token of role read or more (Authorization: Bearer),
-	// so a port that leaves the host has a credential. The probes are
-	// open everywhere: kubelets probe without one.
-	var authorize func(*http.Request) error
-	if !loopbackAddr(n.cfg.MetricsAddr) {
-		authorize = n.authorizeMetrics
+	if tlsConf != nil {
+		ln = tls.NewListener(ln, tlsConf)
 	}
+	n.metricsLn = ln
+	// /metrics and /readyz?verbose need a token of role read or more
+	// (Authorization: Bearer) on every address, loopback included: a
+	// tool on the host is no operator. The probes are open everywhere:
+	// kubelets probe without one.
+	authorize := n.authorizeMetrics
 	srv := &http.Server{Handler: n.metrics.Handler(authorize), ReadHeaderTimeout: 10 * time.Second}
 	n.wg.Add(2)
 	go func() {
@@ -49,7 +63,11 @@ func (n *Node) startMetrics() error {
 		defer cancel()
 		srv.Shutdown(ctx)
 	}()
-	n.logger.Printf("serving metrics on http://%s/metrics (and /healthz, /readyz)", ln.Addr())
+	scheme := "http"
+	if tlsConf != nil {
+		scheme = "https"
+	}
+	n.logger.Printf("serving metrics on %s://%s/metrics (a read token; /healthz and /readyz open)", scheme, ln.Addr())
 	return nil
 }
 
@@ -142,7 +160,7 @@ func (n *Node) observePublished(tool string) {
 func (n *Node) authorizeMetrics(r *http.Request) error {
 	tok := bearer(r)
 	if tok == "" {
-		return errors.New("permission denied: /metrics on this address needs a token (Authorization: Bearer TOKEN) of role read or more")
+		return errors.New("permission denied: /metrics needs a token (Authorization: Bearer TOKEN) of role read or more")
 	}
 	p, err := n.attach(tok, nil)
 	if err != nil {

@@ -13,7 +13,8 @@ import (
 //     anyone who can reach the port joins the cluster;
 //   - -cluster off loopback: mutual TLS (-tls-*) or the gossip key, which
 //     both authenticate every cluster-port connection;
-//   - -9p off loopback: 9P over TLS (-9p-tls-cert, -9p-tls-key).
+//   - -9p off loopback: 9P over TLS (-9p-tls-cert, -9p-tls-key);
+//   - -metrics off loopback: HTTPS with the 9P certificate.
 //
 // Loopback is an IP in 127.0.0.0/8, ::1, or the name "localhost"; an
 // empty host, 0.0.0.0 and :: bind every interface and are not loopback.
@@ -59,6 +60,9 @@ func (c *Config) checkPorts() ([]portProblem, error) {
 	if (c.P9TLSCert == "" || c.P9TLSKey == "") && !loopbackAddr(p9) {
 		probs = append(probs, portProblem{"-9p", p9, "-9p-tls-cert/-9p-tls-key"})
 	}
+	if c.MetricsAddr != "" && (c.P9TLSCert == "" || c.P9TLSKey == "") && !loopbackAddr(c.MetricsAddr) {
+		probs = append(probs, portProblem{"-metrics", c.MetricsAddr, "-9p-tls-cert/-9p-tls-key (metrics are then served over HTTPS with them)"})
+	}
 	if len(probs) == 0 || c.Insecure {
 		return probs, nil
 	}
@@ -73,6 +77,8 @@ func portPower(flag string) string {
 		return "read and change everything over 9P"
 	case "-cluster":
 		return "write to the cluster's state and run tools on this node"
+	case "-metrics":
+		return "read the bearer tokens its scrapers send in clear"
 	default:
 		return "join the cluster and receive its state and executables"
 	}

@@ -258,7 +258,7 @@ func Test_E2E_Clients(t *testing.T) {
 // gomaxprocs is the GOMAXPROCS a node reports on -metrics (the Go
 // collector's go_sched_gomaxprocs_threads).
 func gomaxprocs(addr string) (string, error) {
-	_, text, err := httpGet("http://" + addr + "/metrics")
+	_, text, err := httpGetAs("http://"+addr+"/metrics", metricsToken(addr))
 	if err != nil {
 		return "", err
 	}

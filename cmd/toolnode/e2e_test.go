@@ -112,7 +112,6 @@ type env struct {
 	root, data, tools, agents, config string
 	cwd                               string // the test sessions' working directory
 	p9, gossip, cluster               string
-	joined                            *env // the node it joined (-join), if any
 	tokenless                         bool // its clients attach without a token
 }
 
@@ -356,14 +355,23 @@ func withClusterKey(environ, flags []string) []string {
 // to its env.
 var homes sync.Map // address -> *env
 
+// joinedOf maps a node's env to the env of the node it joined (-join).
+var joinedOf sync.Map
+
+// metricsHomes maps a -metrics address to its node's 9P address.
+var metricsHomes sync.Map
+
 // register records e under its addresses, and the node it joins.
 func (e *env) register(flags []string) {
 	homes.Store(e.p9, e)
 	homes.Store(e.gossip, e)
 	for i, f := range flags {
+		if f == "-metrics" && i+1 < len(flags) {
+			metricsHomes.Store(flags[i+1], e.p9)
+		}
 		if f == "-join" && i+1 < len(flags) {
 			if j, ok := homes.Load(strings.Split(flags[i+1], ",")[0]); ok && j.(*env) != e {
-				e.joined = j.(*env)
+				joinedOf.Store(e, j)
 			}
 		}
 	}
@@ -372,8 +380,12 @@ func (e *env) register(flags []string) {
 // tokenHome is the env of the node that bootstrapped e's cluster: the
 // one whose data directory holds the admin token.
 func (e *env) tokenHome() *env {
-	for seen := 0; e.joined != nil && seen < 64; seen++ {
-		e = e.joined
+	for seen := 0; seen < 64; seen++ {
+		j, ok := joinedOf.Load(e)
+		if !ok {
+			break
+		}
+		e = j.(*env)
 	}
 	return e
 }

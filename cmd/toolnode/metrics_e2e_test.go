@@ -13,15 +13,33 @@ import (
 	"github.com/toolnode/toolnode/internal/testport"
 )
 
-func httpGet(url string) (int, string, error) {
+func httpGet(url string) (int, string, error) { return httpGetAs(url, "") }
+
+// httpGetAs is httpGet presenting token as a bearer token (none if "").
+func httpGetAs(url, token string) (int, string, error) {
 	c := &http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Get(url)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := c.Do(req)
 	if err != nil {
 		return 0, "", err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b), err
+}
+
+// metricsToken is the admin token of the cluster of the node whose
+// -metrics is addr ("" when it is not known yet).
+func metricsToken(addr string) string {
+	p9, _ := metricsHomes.Load(addr)
+	s, _ := p9.(string)
+	return tokenOf(s)
 }
 
 // Test_E2E_Metrics scrapes a node's /metrics after a call and finds it
@@ -56,7 +74,11 @@ func Test_E2E_Metrics(t *testing.T) {
 	if out := mustAsk9(t, a, dir+"/call", "hello {}"); out != "hi\n" {
 		t.Fatalf("call: %q", out)
 	}
-	_, text, err := httpGet(base + "/metrics")
+	// /metrics needs a read token, on loopback too; the probes do not.
+	if code, body, err := httpGet(base + "/metrics"); err != nil || code != http.StatusUnauthorized {
+		t.Errorf("/metrics without a token: %d %q %v, want 401", code, body, err)
+	}
+	_, text, err := httpGetAs(base+"/metrics", waitToken(t, a.e.p9))
 	if err != nil {
 		t.Fatal(err)
 	}
