@@ -725,9 +725,7 @@ func (n *Node) startP9() {
 	if n.metrics != nil {
 		opt.Observe = n.metrics.Op
 	}
-	if n.audit != nil {
-		opt.Bind = n.bind
-	}
+	opt.Bind = n.bind // each principal's Backend: the audit log, sessions' owners
 	n.p9 = p9.NewServer(n, opt)
 	n.p9srv.Store(n.p9)
 	n.wg.Add(1)

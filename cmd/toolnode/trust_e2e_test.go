@@ -355,3 +355,63 @@ func Test_E2E_Trust_ToolOnTheClusterPort(t *testing.T) {
 		})
 	}
 }
+
+// Sessions belong to their maker: token bob (call role) cannot list,
+// make agents in, call in or kill session s1 that token alice made; alice
+// can, and so can the admin (the controls: the same requests, by the
+// principals the session is open to).
+func Test_E2E_Trust_SessionsBelongToTheirMaker(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.start(t)
+	alice := strings.TrimSpace(runCLI(t, e, "", "token", "-a", e.p9, "new", "-role", "call", "alice"))
+	bob := strings.TrimSpace(runCLI(t, e, "", "token", "-a", e.p9, "new", "-role", "call", "bob"))
+	as := func(token, stdin string, args ...string) cliResult {
+		return runCLIResult(t, e, stdin, append([]string{args[0], "-a", e.p9, "-token", token}, args[1:]...)...)
+	}
+	if r := as(alice, "name=s1", "9p", "rdwr", "session/new"); r.code != 0 {
+		t.Fatalf("alice: session/new: %s", r.stderr)
+	}
+	if r := as(alice, "name=a", "9p", "rdwr", "session/s1/agent/new"); r.code != 0 {
+		t.Fatalf("alice: agent/new: %s", r.stderr)
+	}
+	if r := as(alice, "echo", "9p", "write", "session/s1/agent/a/tools"); r.code != 0 {
+		t.Fatalf("alice: load: %s", r.stderr)
+	}
+	if r := as(bob, "name=b1", "9p", "rdwr", "session/new"); r.code != 0 {
+		t.Fatalf("bob: session/new: %s", r.stderr)
+	}
+	for _, tc := range []struct {
+		what  string
+		stdin string
+		args  []string
+	}{
+		{"make an agent", "name=x", []string{"9p", "rdwr", "session/s1/agent/new"}},
+		{"load", "file_read", []string{"9p", "write", "session/s1/agent/a/tools"}},
+		{"call", "", []string{"call", "-session", "s1", "-agent", "a", "echo", `{"text":"hi"}`}},
+		{"read the loaded tools", "", []string{"9p", "read", "session/s1/agent/a/toolsrv.loaded"}},
+		{"kill it", "kill", []string{"9p", "write", "session/s1/ctl"}},
+	} {
+		r := as(bob, tc.stdin, tc.args...)
+		if r.code == 0 || !strings.Contains(r.stderr, "made by another principal") {
+			t.Errorf("bob could %s in alice's session: exit %d, %s%s", tc.what, r.code, r.stdout, r.stderr)
+		}
+	}
+	if r := as(bob, "", "9p", "read", "session/idx"); r.code != 0 || strings.Contains(r.stdout, "s1") || !strings.Contains(r.stdout, "b1") {
+		t.Errorf("bob's session/idx = %q (%s), want b1 and not s1", r.stdout, r.stderr)
+	}
+	// The controls: alice and the admin may.
+	if r := as(alice, "", "call", "-session", "s1", "-agent", "a", "echo", `{"text":"hi"}`); r.code != 0 || r.stdout != "hi\n" {
+		t.Errorf("alice: call in her own session: %q %s", r.stdout, r.stderr)
+	}
+	if r := as(alice, "", "9p", "read", "session/idx"); !strings.Contains(r.stdout, "s1") || strings.Contains(r.stdout, "b1") {
+		t.Errorf("alice's session/idx = %q, want s1 and not b1", r.stdout)
+	}
+	admin := waitToken(t, e.p9)
+	if r := as(admin, "", "9p", "read", "session/idx"); !strings.Contains(r.stdout, "s1") || !strings.Contains(r.stdout, "b1") {
+		t.Errorf("admin's session/idx = %q, want both", r.stdout)
+	}
+	if r := as(admin, "kill", "9p", "write", "session/s1/ctl"); r.code != 0 {
+		t.Errorf("admin: kill alice's session: %s", r.stderr)
+	}
+}
