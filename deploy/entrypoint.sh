@@ -10,7 +10,9 @@
 #       exist are kept, so a restart changes nothing.
 #   toolnode-entrypoint health            the image's health check: reads
 #       the node file over 9P (TLS with $TOOLNODE_CA, the node's admin token
-#       from $TOOLNODE_DATA/admin.token when there is one).
+#       from $TOOLNODE_DATA/admin.token when there is one). A node that
+#       joined holds no admin token: without $TOOLNODE_TOKEN it is healthy
+#       when its 9P port answers an attach, refusing it for want of a token.
 #   toolnode-entrypoint [serve] ARGS...   runs `toolnode serve ARGS`, plus
 #       -advertise "$HOSTNAME"            when ARGS have no -advertise (a node
 #                                         bound to 0.0.0.0 needs one);
@@ -59,7 +61,15 @@ health)
 		TOOLNODE_TOKEN=$(cat "${TOOLNODE_DATA:-/var/lib/toolnode}/admin.token")
 		export TOOLNODE_TOKEN
 	fi
-	exec toolnode 9p read node
+	if [ -n "${TOOLNODE_TOKEN:-}" ]; then
+		exec toolnode 9p read node
+	fi
+	out=$(toolnode 9p read node 2>&1) && exit 0
+	case $out in
+	*"without a token is refused"*) exit 0 ;;
+	esac
+	printf '%s\n' "$out" >&2
+	exit 1
 	;;
 -*) set -- serve "$@" ;;
 serve) ;;

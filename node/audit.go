@@ -17,11 +17,13 @@ import (
 // here from another node with the principal the caller sent and via the
 // calling node (the calling node records the same call as its own).
 
-// auditBackend is the Backend of one 9P connection when the audit log is
-// on: the node's, with every state-changing method timed and recorded.
+// auditBackend is the Backend of one principal on a 9P connection: the
+// node's, with every state-changing method timed and recorded (when the
+// audit log is on), and sessions kept to their makers (owner.go).
 type auditBackend struct {
 	*Node
-	who string
+	who  string
+	role p9.Role
 }
 
 var (
@@ -31,11 +33,15 @@ var (
 
 // bind is p9.Options.Bind.
 func (n *Node) bind(p p9.Principal) p9.Backend {
-	return auditBackend{Node: n, who: p.Name}
+	return auditBackend{Node: n, who: p.Name, role: p.Role}
 }
 
-// record writes one audit line for an action that started at start.
+// record writes one audit line for an action that started at start; it
+// does nothing without the audit log.
 func (n *Node) record(start time.Time, who, action, target string, err error) {
+	if n.audit == nil {
+		return
+	}
 	n.audit.Write(audit.Record{
 		Time: start, Node: n.cfg.Name, Who: who, Action: action, Target: target,
 		Err: err, Duration: time.Since(start),
@@ -149,7 +155,7 @@ func (a auditBackend) WithdrawProfile(name string) error {
 
 func (a auditBackend) NewSession(spec string) (string, error) {
 	start := time.Now()
-	name, err := a.Node.NewSession(spec)
+	name, err := a.Node.newSession(spec, a.who)
 	target := name
 	if err != nil {
 		target = spec
@@ -159,6 +165,9 @@ func (a auditBackend) NewSession(spec string) (string, error) {
 }
 
 func (a auditBackend) KillSession(session string) error {
+	if err := a.mayUse(session); err != nil {
+		return err
+	}
 	start := time.Now()
 	err := a.Node.KillSession(session)
 	a.record(start, a.who, "kill-session", session, err)
@@ -166,6 +175,9 @@ func (a auditBackend) KillSession(session string) error {
 }
 
 func (a auditBackend) NewAgent(session, spec string) (string, error) {
+	if err := a.mayUse(session); err != nil {
+		return "", err
+	}
 	start := time.Now()
 	name, err := a.Node.NewAgent(session, spec)
 	target := session + "/" + name
@@ -177,6 +189,9 @@ func (a auditBackend) NewAgent(session, spec string) (string, error) {
 }
 
 func (a auditBackend) KillAgent(session, agent string) error {
+	if err := a.mayUse(session); err != nil {
+		return err
+	}
 	start := time.Now()
 	err := a.Node.KillAgent(session, agent)
 	a.record(start, a.who, "kill-agent", session+"/"+agent, err)
@@ -184,6 +199,9 @@ func (a auditBackend) KillAgent(session, agent string) error {
 }
 
 func (a auditBackend) Load(session, agent string, names []string) error {
+	if err := a.mayUse(session); err != nil {
+		return err
+	}
 	start := time.Now()
 	err := a.Node.Load(session, agent, names)
 	a.record(start, a.who, "load", session+"/"+agent+"/"+strings.Join(names, ","), err)
@@ -191,6 +209,9 @@ func (a auditBackend) Load(session, agent string, names []string) error {
 }
 
 func (a auditBackend) Unload(session, agent string, names []string) error {
+	if err := a.mayUse(session); err != nil {
+		return err
+	}
 	start := time.Now()
 	err := a.Node.Unload(session, agent, names)
 	a.record(start, a.who, "unload", session+"/"+agent+"/"+strings.Join(names, ","), err)
@@ -198,6 +219,9 @@ func (a auditBackend) Unload(session, agent string, names []string) error {
 }
 
 func (a auditBackend) Call(ctx context.Context, session, agent, tool string, args []byte) ([]byte, error) {
+	if err := a.mayUse(session); err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	out, err := a.Node.Call(withWho(ctx, a.who), session, agent, tool, args)
 	a.record(start, a.who, "call", session+"/"+agent+"/"+tool, err)
@@ -208,6 +232,9 @@ func (a auditBackend) Call(ctx context.Context, session, agent, tool string, arg
 // checks is recorded at once, a call that ran when its run ends, with the
 // time from the write to the end.
 func (a auditBackend) StartCall(ctx context.Context, session, agent, tool string, args []byte) (func(context.Context) ([]byte, error), error) {
+	if err := a.mayUse(session); err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	target := session + "/" + agent + "/" + tool
 	run, err := a.Node.StartCall(withWho(ctx, a.who), session, agent, tool, args)

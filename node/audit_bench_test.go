@@ -19,7 +19,9 @@ func BenchmarkAudit9P(b *testing.B) {
 			dir := b.TempDir()
 			tools := benchTools(b)
 			cfg := Config{
-				Name: "n1", DataDir: filepath.Join(dir, "data"), ToolsDir: tools,
+				P9Anon:     trustedAnon,
+				EncryptKey: testClusterKey,
+				Name:       "n1", DataDir: filepath.Join(dir, "data"), ToolsDir: tools,
 				GossipAddr: "127.0.0.1:0", P9Listener: listen(b), ClusterListener: listen(b),
 				Debounce: 20 * time.Millisecond, LogOutput: testWriter{b},
 			}

@@ -304,8 +304,13 @@ func parseSpec(spec, usage string, keys ...string) (map[string]string, error) {
 	return out, nil
 }
 
-// NewSession creates a session from "name=S [agent=PROFILE] [cwd=DIR]".
-func (n *Node) NewSession(spec string) (string, error) {
+// NewSession creates a session from "name=S [agent=PROFILE] [cwd=DIR]",
+// owned by no one (the node's own use); a 9P client's is owned by its
+// principal (owner.go).
+func (n *Node) NewSession(spec string) (string, error) { return n.newSession(spec, "") }
+
+// newSession is NewSession made by owner.
+func (n *Node) newSession(spec, owner string) (string, error) {
 	const usage = "name=S [agent=PROFILE] [cwd=DIR]"
 	kv, err := parseSpec(spec, usage, "name", "agent", "cwd")
 	if err != nil {
@@ -320,7 +325,7 @@ func (n *Node) NewSession(spec string) (string, error) {
 		}
 	}
 	r, err := n.apply(raftfsm.CmdCreateSession, raftfsm.CreateSession{
-		Name: kv["name"], Cwd: cwd, Profile: kv["agent"], Time: nowNano(),
+		Name: kv["name"], Owner: owner, Cwd: cwd, Profile: kv["agent"], Time: nowNano(),
 	})
 	return r.Name, err
 }

@@ -27,7 +27,9 @@ func startBlobMember(t *testing.T, name, root string, join ...string) (*Node, *s
 	t.Helper()
 	buf := &syncBuf{}
 	cfg := Config{
-		Name: name, DataDir: filepath.Join(root, name),
+		P9Anon:     trustedAnon,
+		EncryptKey: testClusterKey,
+		Name:       name, DataDir: filepath.Join(root, name),
 		GossipAddr: "127.0.0.1:0", Join: join,
 		P9Listener: listen(t), ClusterListener: listen(t),
 		LogOutput: io.MultiWriter(testWriter{t}, buf),
@@ -262,7 +264,9 @@ func Test_Blobs_Collect(t *testing.T) {
 func Test_Blobs_MaxExecSize(t *testing.T) {
 	root := t.TempDir()
 	cfg := Config{
-		Name: "n1", DataDir: filepath.Join(root, "n1"), GossipAddr: "127.0.0.1:0",
+		P9Anon:     trustedAnon,
+		EncryptKey: testClusterKey,
+		Name:       "n1", DataDir: filepath.Join(root, "n1"), GossipAddr: "127.0.0.1:0",
 		P9Listener: listen(t), ClusterListener: listen(t), LogOutput: testWriter{t},
 		MaxExecSize: 1 << 20,
 	}

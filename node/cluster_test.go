@@ -31,7 +31,9 @@ func startMemberAt(t testing.TB, name, root, gossip string, join ...string) *Nod
 func startMemberWith(t testing.TB, name, root, gossip string, mod func(*Config), join ...string) *Node {
 	t.Helper()
 	cfg := Config{
-		Name: name, DataDir: filepath.Join(root, name),
+		P9Anon:     trustedAnon,
+		EncryptKey: testClusterKey,
+		Name:       name, DataDir: filepath.Join(root, name),
 		GossipAddr: gossip, Join: join,
 		P9Listener: listen(t), ClusterListener: listen(t),
 		LogOutput: testWriter{t},

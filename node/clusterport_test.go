@@ -256,7 +256,9 @@ func Test_ClusterPort_ConnectionCap(t *testing.T) {
 	root := t.TempDir()
 	logs := &syncBuf{}
 	n, err := New(Config{
-		Name: "capped", DataDir: filepath.Join(root, "capped"), GossipAddr: "127.0.0.1:0",
+		P9Anon:   trustedAnon,
+		Insecure: true, // plain TCP: no key, and no cluster secret made
+		Name:     "capped", DataDir: filepath.Join(root, "capped"), GossipAddr: "127.0.0.1:0",
 		P9Listener: listen(t), ClusterListener: listen(t), MaxClusterConns: 3,
 		LogOutput: io.MultiWriter(logs, testWriter{t}),
 	})

@@ -66,15 +66,18 @@ type Config struct {
 	MaxCalls    int           // calls run at once on this node; default 4 × cores
 	Workdirs    []string      // trees a session's cwd must lie in; none: anywhere the rules allow
 	ToolEnv     []string      // variables passed to sandboxed tools beyond the allow-list (-tool-env)
+	// CredentialFiles are files the node read credentials from beyond
+	// its flags (the env file): sandboxed tools cannot read them.
+	CredentialFiles []string
 
 	// ClientProcs, when above 0, is GOMAXPROCS while this node is a
 	// client (procs.go); a server has the runtime's default. GOMAXPROCS
 	// is the process's: set it only where the process runs one node.
 	ClientProcs int
 
-	// P9Anon is the role of a 9P attach without a token: none, read,
-	// call, publish or admin; "" is admin on a loopback listener and
-	// none on any other (DESIGN §7).
+	// P9Anon is the role of an attach without a token: none, read,
+	// call, publish or admin; "" is none, on every listener (DESIGN §7
+	// "Local trust").
 	P9Anon string
 
 	// Insecure starts the node even when a port leaves loopback without

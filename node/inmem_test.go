@@ -292,7 +292,8 @@ func (c *inmemCluster) addClient(name string) *Node {
 	addr, tr := raft.NewInmemTransport(raft.ServerAddress("raft-" + name))
 	m := &inmemMember{name: name, raftTr: tr, gossTr: c.gossip.newTransport(), down: true}
 	m.cfg = Config{
-		Name: name, DataDir: filepath.Join(c.root, name), Voters: c.voters, Servers: c.servers,
+		P9Anon: trustedAnon,
+		Name:   name, DataDir: filepath.Join(c.root, name), Voters: c.voters, Servers: c.servers,
 		RaftTransport: tr, GossipTransport: m.gossTr, Dial: c.dialer(name),
 		LogOutput: c.log,
 	}

@@ -103,7 +103,10 @@ type Node struct {
 	audit    *audit.Log  // Config.AuditFile; nil: none
 	steps    *startSteps // times the steps of New (used by New's goroutine only)
 	hadState bool        // Raft state was on disk at start
-	closing  atomic.Bool // Close has begun: Raft's shutdown noise is expected (logging.go)
+	// bootstrapped: this node bootstrapped its cluster at this start, so
+	// it writes the cluster's admin token (tokens.go).
+	bootstrapped bool
+	closing      atomic.Bool // Close has begun: Raft's shutdown noise is expected (logging.go)
 }
 
 // New starts a node: Raft on its data directory, gossip, the publisher of
@@ -159,6 +162,9 @@ func New(cfg Config) (n *Node, err error) {
 	if err := n.openBlobs(); err != nil {
 		return nil, err
 	}
+	if err := n.clusterCredential(); err != nil {
+		return nil, err
+	}
 	n.steps.step("config and data directory")
 	// The tools directory is read while Raft starts.
 	n.watchDirs()
@@ -166,8 +172,8 @@ func New(cfg Config) (n *Node, err error) {
 	if n.tls, err = loadClusterTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSCA); err != nil {
 		return nil, err
 	}
-	if n.tls == nil && len(cfg.EncryptKey) > 0 {
-		if n.tls, err = keyClusterTLS(cfg.EncryptKey, cfg.Name); err != nil {
+	if n.tls == nil && len(n.cfg.EncryptKey) > 0 {
+		if n.tls, err = keyClusterTLS(n.cfg.EncryptKey, cfg.Name); err != nil {
 			return nil, err
 		}
 	}
@@ -399,6 +405,7 @@ func (n *Node) openRaft(late bool) error {
 		if err := raft.BootstrapCluster(rc, n.logs, w, snaps, n.transport, conf); err != nil {
 			return fmt.Errorf("bootstrap raft: %w", err)
 		}
+		n.bootstrapped = true
 	case late:
 		n.logger.Printf("raft: the leader is adding this node: opening the raft log in %s", dir)
 	default:
@@ -725,9 +732,7 @@ func (n *Node) startP9() {
 	if n.metrics != nil {
 		opt.Observe = n.metrics.Op
 	}
-	if n.audit != nil {
-		opt.Bind = n.bind
-	}
+	opt.Bind = n.bind // each principal's Backend: the audit log, sessions' owners
 	n.p9 = p9.NewServer(n, opt)
 	n.p9srv.Store(n.p9)
 	n.wg.Add(1)

@@ -36,7 +36,9 @@ func listen(t testing.TB) net.Listener {
 func startNode(t testing.TB, data, tools, agents string) *testNode {
 	t.Helper()
 	cfg := Config{
-		Name: "n1", DataDir: data, ToolsDir: tools, AgentsDir: agents,
+		P9Anon:     trustedAnon,
+		EncryptKey: testClusterKey,
+		Name:       "n1", DataDir: data, ToolsDir: tools, AgentsDir: agents,
 		GossipAddr:      "127.0.0.1:0",
 		P9Listener:      listen(t),
 		ClusterListener: listen(t),
@@ -236,7 +238,9 @@ func Test_Node_PeriodicReresolve(t *testing.T) {
 		return "", errors.New("not found")
 	}
 	cfg := Config{
-		Name: "n1", DataDir: filepath.Join(root, "data"), ToolsDir: tools,
+		P9Anon:     trustedAnon,
+		EncryptKey: testClusterKey,
+		Name:       "n1", DataDir: filepath.Join(root, "data"), ToolsDir: tools,
 		GossipAddr: "127.0.0.1:0", P9Listener: listen(t), ClusterListener: listen(t),
 		ResolveEvery: 50 * time.Millisecond, Host: &host, LogOutput: testWriter{t},
 	}
@@ -301,7 +305,9 @@ func Test_Node_JoinRetried(t *testing.T) {
 	addr := dead.Addr().String()
 	dead.Close() // nothing answers there yet
 	n1, err := New(Config{
-		Name: "n1", DataDir: t.TempDir(), GossipAddr: "127.0.0.1:0", Join: []string{addr},
+		P9Anon:     trustedAnon,
+		EncryptKey: testClusterKey,
+		Name:       "n1", DataDir: t.TempDir(), GossipAddr: "127.0.0.1:0", Join: []string{addr},
 		P9Listener: listen(t), ClusterListener: listen(t), LogOutput: testWriter{t},
 	})
 	if err != nil {
@@ -309,7 +315,9 @@ func Test_Node_JoinRetried(t *testing.T) {
 	}
 	defer n1.Close()
 	n0, err := New(Config{
-		Name: "n0", DataDir: t.TempDir(), GossipAddr: addr,
+		P9Anon:     trustedAnon,
+		EncryptKey: testClusterKey,
+		Name:       "n0", DataDir: t.TempDir(), GossipAddr: addr,
 		P9Listener: listen(t), ClusterListener: listen(t), LogOutput: testWriter{t},
 	})
 	if err != nil {
@@ -372,3 +380,14 @@ func Test_Node_RestartPublishesOnlyChanges(t *testing.T) {
 		t.Fatalf("t/t0100 after restart = %q", got)
 	}
 }
+
+// trustedAnon is the -9p-anon of the nodes these tests start: each
+// stands for a host that runs only trusted tools (-9p-anon admin on
+// loopback), so a test of another feature attaches without a token.
+// tokens_test.go and the end-to-end tests cover the default, none.
+const trustedAnon = "admin"
+
+// testClusterKey is the gossip key of the nodes these tests start: a
+// cluster of several needs one (DESIGN §7 "Ports"); secret_test.go
+// covers a node given none.
+var testClusterKey = []byte("toolnode-node-tests-gossip-key-!")

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -20,15 +19,15 @@ import (
 	"github.com/toolnode/toolnode/raftfsm"
 )
 
-// waitAdminTokens waits until every node's first-start token write has
-// landed, so that the log holds still for what a test watches.
+// waitAdminTokens waits until the bootstrap's write of the cluster's
+// admin token has landed on every node, so that the log holds still for
+// what a test watches.
 func waitAdminTokens(t *testing.T, c *inmemCluster) {
 	t.Helper()
 	for _, name := range c.up() {
 		n := c.node(name)
-		waitFor(t, name+"'s admin token", 10*time.Second, func() bool {
-			_, err := os.Stat(n.adminTokenPath())
-			return err == nil
+		waitFor(t, name+" to apply the cluster's admin token", 10*time.Second, func() bool {
+			return len(n.fsm.Tokens()) > 0
 		})
 	}
 }

@@ -88,7 +88,9 @@ func startTLSNode(t testing.TB, ca *p9CA) *testNode {
 	dir := t.TempDir()
 	cert, key := ca.issue(t, dir, nil)
 	cfg := Config{
-		Name: "n1", DataDir: filepath.Join(dir, "data"),
+		P9Anon:     trustedAnon,
+		EncryptKey: testClusterKey,
+		Name:       "n1", DataDir: filepath.Join(dir, "data"),
 		GossipAddr:      "127.0.0.1:0",
 		P9Listener:      listen(t),
 		ClusterListener: listen(t),

@@ -2,7 +2,6 @@ package node
 
 import (
 	"errors"
-	"os"
 	"testing"
 	"time"
 
@@ -73,15 +72,9 @@ func Test_InMem_InvalidCommandRefused(t *testing.T) {
 	l := c.waitLeader(all...)
 	follower := c.node(others(all, l.Name())[0])
 	leaderAddr, _ := follower.raftNode().LeaderWithID()
-	// Each node writes its own admin token at its first start: let those
-	// writes land before the log's length is watched.
-	for _, name := range all {
-		n := c.node(name)
-		waitFor(t, name+"'s admin token", 10*time.Second, func() bool {
-			_, err := os.Stat(n.adminTokenPath())
-			return err == nil
-		})
-	}
+	// The bootstrap writes the cluster's admin token at its first start:
+	// let that write land before the log's length is watched.
+	waitAdminTokens(t, c)
 
 	for _, entry := range [][]byte{
 		{99, '{', '}'},

@@ -17,7 +17,8 @@ import (
 func Test_Stream_NeedsTheClusterCredential(t *testing.T) {
 	dir := t.TempDir()
 	cfg := Config{
-		Name: "n1", DataDir: filepath.Join(dir, "data"),
+		P9Anon: trustedAnon,
+		Name:   "n1", DataDir: filepath.Join(dir, "data"),
 		GossipAddr:      "127.0.0.1:0",
 		P9Listener:      listen(t),
 		ClusterListener: listen(t),

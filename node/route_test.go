@@ -38,7 +38,9 @@ func startHostWith(t testing.TB, name, root string, binaries []string, mod func(
 	tools := filepath.Join(root, name+"-tools")
 	os.MkdirAll(tools, 0o755)
 	cfg := Config{
-		Name: name, DataDir: filepath.Join(root, name), ToolsDir: tools,
+		P9Anon:     trustedAnon,
+		EncryptKey: testClusterKey,
+		Name:       name, DataDir: filepath.Join(root, name), ToolsDir: tools,
 		GossipAddr: "127.0.0.1:0", Join: join, Host: &host,
 		P9Listener: listen(t), ClusterListener: listen(t),
 		Debounce: 20 * time.Millisecond, LogOutput: testWriter{t},

@@ -15,22 +15,65 @@ var homeSecrets = []string{
 
 // protectedPaths are the trees and files a sandboxed tool may not read:
 // the node's data directory (Raft log, peers, the blob store of executables,
-// other calls' scratch directories, tokens), its key and certificate
-// files, and the credentials in its user's home. Add a path here when the
-// node gains a file of its own outside the data directory.
+// other calls' scratch directories, the admin token, the cluster secret),
+// every key, certificate and CA file it was given and the directories that
+// hold them (a CA's key sits beside its certificate), the files it read
+// credentials from (Config.CredentialFiles: the env file), and the
+// credentials in its user's home. Add a path here when the node gains a
+// file of its own outside the data directory.
 func (n *Node) protectedPaths() []string {
 	p := []string{n.cfg.DataDir}
-	for _, f := range []string{n.cfg.TLSCert, n.cfg.TLSKey, n.cfg.TLSCA, n.cfg.AuditFile} {
+	home, _ := os.UserHomeDir()
+	for _, f := range []string{n.cfg.TLSCert, n.cfg.TLSKey, n.cfg.TLSCA, n.cfg.P9TLSCert, n.cfg.P9TLSKey} {
+		if f == "" {
+			continue
+		}
+		abs, err := filepath.Abs(f)
+		if err != nil {
+			continue
+		}
+		p = append(p, abs)
+		if d := filepath.Dir(abs); n.secretsDir(d, home) {
+			p = append(p, d)
+		}
+	}
+	for _, f := range append([]string{n.cfg.AuditFile}, n.cfg.CredentialFiles...) {
 		if f != "" {
 			p = append(p, f)
 		}
 	}
-	if home, err := os.UserHomeDir(); err == nil && home != "" && home != "/" {
+	if home != "" && home != "/" {
 		for _, s := range homeSecrets {
 			p = append(p, filepath.Join(home, s))
 		}
 	}
 	return p
+}
+
+// sharedDirs hold files every program needs (the system's CA bundle among
+// them): a credential kept there protects only itself.
+var sharedDirs = []string{"/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc/ssl", "/etc/pki", "/etc/ca-certificates"}
+
+// secretsDir reports whether d, the directory of a key or certificate
+// file, is one of its own to protect whole: not the root, a home, a
+// directory directly under the root, a shared system directory, or one
+// that holds what tools must read (the tools and agents directories, the
+// allowed working directories).
+func (n *Node) secretsDir(d, home string) bool {
+	if d == "/" || d == home || filepath.Dir(d) == "/" || d == filepath.Dir(home) || d == "/var/tmp" {
+		return false
+	}
+	for _, s := range sharedDirs {
+		if within(d, s) {
+			return false
+		}
+	}
+	for _, keep := range append([]string{n.cfg.ToolsDir, n.cfg.AgentsDir}, n.cfg.Workdirs...) {
+		if keep != "" && within(keep, d) {
+			return false
+		}
+	}
+	return true
 }
 
 // sandboxLine says how tools run here, for the node file and the start

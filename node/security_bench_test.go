@@ -153,8 +153,9 @@ func startKeyedHost(t testing.TB, name, root string, binaries []string, key []by
 	tools := filepath.Join(root, name+"-tools")
 	os.MkdirAll(tools, 0o755)
 	n, err := New(Config{
-		Name: name, DataDir: filepath.Join(root, name), ToolsDir: tools,
-		GossipAddr: "127.0.0.1:0", Join: join, Host: &host, EncryptKey: key,
+		P9Anon: trustedAnon,
+		Name:   name, DataDir: filepath.Join(root, name), ToolsDir: tools,
+		GossipAddr: "127.0.0.1:0", Join: join, Host: &host, EncryptKey: key, Insecure: key == nil,
 		P9Listener: listen(t), ClusterListener: listen(t),
 		Debounce: 20 * time.Millisecond, LogOutput: testWriter{t},
 	})

@@ -60,7 +60,9 @@ func BenchmarkNodeStart(b *testing.B) {
 	tools := startBenchDir(b)
 	start := func(data string) *Node {
 		n, err := New(Config{
-			Name: "n1", DataDir: data, ToolsDir: tools,
+			P9Anon:     trustedAnon,
+			EncryptKey: testClusterKey,
+			Name:       "n1", DataDir: data, ToolsDir: tools,
 			GossipAddr: "127.0.0.1:0", P9Listener: listen(b), ClusterListener: listen(b),
 			LogOutput: io.Discard,
 		})

@@ -31,26 +31,45 @@ var errNameTaken = errors.New("the name is taken; trying the next")
 // errBadToken is the refusal of an attach name that is no live token.
 var errBadToken = errors.New("permission denied: unknown or revoked token")
 
-// setupAnon decides the role of an attach without a token: -9p-anon, or
-// admin on a loopback listener and none on any other.
+// errNoToken is the refusal of a token-less attach under -9p-anon none.
+var errNoToken = errors.New("permission denied: an attach without a token is refused (-9p-anon none); present a token as the attach name")
+
+// setupAnon decides the role of an attach without a token: -9p-anon,
+// default none on every listener (DESIGN §7 "Local trust"): a loopback
+// address proves nothing on a host that runs other people's tools. Any
+// other role is said loudly at every start.
 func (n *Node) setupAnon() error {
+	n.anon = p9.RoleNone
 	if n.cfg.P9Anon != "" {
 		r, err := p9.ParseRole(n.cfg.P9Anon)
 		if err != nil {
 			return fmt.Errorf("-9p-anon: %w", err)
 		}
 		n.anon = r
-	} else if isLoopback(n.p9ln.Addr()) {
-		n.anon = p9.RoleAdmin
-	} else {
-		n.anon = p9.RoleNone
 	}
 	if n.anon == p9.RoleNone {
-		n.logger.Printf("9P: an attach without a token is refused (-9p-anon none)")
-	} else {
-		n.logger.Printf("9P: an attach without a token gets role %s (-9p-anon %s)", n.anon, n.anon)
+		n.logger.Printf("9P: an attach without a token is refused (-9p-anon none); the cluster's admin token is in %s on the node that bootstrapped it", AdminTokenFile)
+		return nil
 	}
+	where := "every process that reaches it"
+	if isLoopback(n.p9ln.Addr()) {
+		where = "every process on this host, each tool included"
+	}
+	n.warnf("WARNING: -9p-anon %s: an attach without a token on %s gets role %s: %s has it", n.anon, n.p9ln.Addr(), n.anon, where)
 	return nil
+}
+
+// anonName is the principal of a token-less client: anon@IP, the
+// address without its port.
+func anonName(remote net.Addr) string {
+	if remote == nil {
+		return "anon@unknown"
+	}
+	s := remote.String()
+	if host, _, err := net.SplitHostPort(s); err == nil {
+		s = host
+	}
+	return "anon@" + s
 }
 
 // isLoopback reports whether a listener's address is a loopback one.
@@ -63,7 +82,11 @@ func isLoopback(a net.Addr) bool {
 // other is looked up by its hash.
 func (n *Node) attach(aname string, remote net.Addr) (p9.Principal, error) {
 	if aname == "" {
-		return p9.Principal{Name: "anon@" + remote.String(), Role: n.anon}, nil
+		if n.anon == p9.RoleNone {
+			n.refused(anonName(remote), errNoToken)
+			return p9.Principal{}, errNoToken
+		}
+		return p9.Principal{Name: anonName(remote), Role: n.anon}, nil
 	}
 	hash := acl.Hash(aname)
 	t, ok := n.fsm.TokenByHash(hash)
@@ -76,6 +99,7 @@ func (n *Node) attach(aname string, remote net.Addr) (p9.Principal, error) {
 			return p9.Principal{}, err
 		}
 		if t, ok = n.fsm.TokenByHash(hash); !ok {
+			n.refused(anonName(remote), errBadToken)
 			return p9.Principal{}, errBadToken
 		}
 	}
@@ -84,6 +108,13 @@ func (n *Node) attach(aname string, remote net.Addr) (p9.Principal, error) {
 		return p9.Principal{}, errBadToken
 	}
 	return p9.Principal{Name: t.Name, Role: r}, nil
+}
+
+// refused audits a refused attach under who.
+func (n *Node) refused(who string, err error) {
+	if n.audit != nil {
+		n.record(time.Now(), who, "attach", "", err)
+	}
 }
 
 // NewToken makes a token: the secret is drawn here and only its hash is
@@ -167,10 +198,17 @@ func (n *Node) tokensRestored() {
 // adminTokenPath is DATA/admin.token.
 func (n *Node) adminTokenPath() string { return filepath.Join(n.cfg.DataDir, AdminTokenFile) }
 
-// startAdminToken makes the node's admin token at its first start (no
-// DATA/admin.token yet), as soon as the cluster takes writes.
+// startAdminToken makes the cluster's first admin token when this node
+// bootstrapped the cluster (no DATA/admin.token yet), as soon as the
+// cluster takes writes. A node that joins writes none: its data
+// directory holds no cluster admin (DESIGN §7 "Local trust"). A lone
+// node whose cluster holds no token at all (it bootstrapped, then
+// stopped before its token committed) makes one too.
 func (n *Node) startAdminToken() {
 	if _, err := os.Stat(n.adminTokenPath()); err == nil {
+		return
+	}
+	if !n.bootstrapped && (n.joins() || len(n.fsm.Tokens()) > 0) {
 		return
 	}
 	n.wg.Add(1)

@@ -1,9 +1,12 @@
 package node
 
 import (
+	"errors"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -121,14 +124,17 @@ func TestTokens_Node(t *testing.T) {
 	}
 }
 
-// -9p-anon none refuses an attach without a token on loopback too; the
-// default on loopback (the control) admits it as admin.
+// An attach without a token is refused on loopback by default (DESIGN
+// §7 "Local trust"), as with -9p-anon none; -9p-anon read gives read;
+// -9p-anon admin, the control, admits it as admin, and the node says so
+// loudly. The principal of a token-less attach is anon@IP.
 func TestTokens_Anon(t *testing.T) {
-	for _, anon := range []string{"none", "read", ""} {
+	for _, anon := range []string{"", "none", "read", "admin"} {
+		logs := &syncBuf{}
 		cfg := Config{
 			Name: "n1", DataDir: filepath.Join(t.TempDir(), "data"),
 			GossipAddr: "127.0.0.1:0", P9Listener: listen(t), ClusterListener: listen(t),
-			LogOutput: testWriter{t}, P9Anon: anon,
+			LogOutput: io.MultiWriter(logs, testWriter{t}), P9Anon: anon,
 		}
 		n, err := New(cfg)
 		if err != nil {
@@ -136,9 +142,12 @@ func TestTokens_Anon(t *testing.T) {
 		}
 		fs, err := mountAs(t, n.P9Addr(), "")
 		switch anon {
-		case "none":
+		case "", "none":
 			if err == nil || !strings.Contains(err.Error(), "permission denied") {
-				t.Errorf("anon none: attach %v", err)
+				t.Errorf("-9p-anon %q: a token-less attach on loopback: %v, want permission denied", anon, err)
+			}
+			if strings.Contains(logs.String(), "WARNING: -9p-anon") {
+				t.Errorf("-9p-anon %q: a warning about anonymous access:\n%s", anon, logs.String())
 			}
 		case "read":
 			if err != nil {
@@ -148,12 +157,18 @@ func TestTokens_Anon(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), "permission denied: needs role admin") {
 				t.Errorf("anon read: token/new %v", err)
 			}
-		case "":
+		case "admin":
 			if err != nil {
 				t.Fatal(err)
 			}
 			if _, err := ask(fs, "token/new", "name=x role=admin"); err != nil {
-				t.Errorf("anon admin on loopback: token/new %v", err)
+				t.Errorf("-9p-anon admin on loopback: token/new %v", err)
+			}
+			if !strings.Contains(logs.String(), "WARNING: -9p-anon admin") || !strings.Contains(logs.String(), "each tool included") {
+				t.Errorf("-9p-anon admin is not said loudly:\n%s", logs.String())
+			}
+			if s := n.p9srv.Load(); s == nil || !slices.Contains(s.Principals(), "anon@127.0.0.1") {
+				t.Errorf("the token-less principal is not anon@127.0.0.1")
 			}
 		}
 		n.Close()
@@ -161,6 +176,36 @@ func TestTokens_Anon(t *testing.T) {
 	if _, err := New(Config{Name: "n1", DataDir: t.TempDir(), P9Anon: "root", GossipAddr: "127.0.0.1:0",
 		P9Listener: listen(t), ClusterListener: listen(t), LogOutput: testWriter{t}}); err == nil || !strings.Contains(err.Error(), "-9p-anon") {
 		t.Fatalf("-9p-anon root: %v", err)
+	}
+}
+
+// The node that bootstraps a cluster writes its admin token; a node that
+// joins writes none (its data directory holds no cluster admin), and
+// proposes none: once it has stopped, its log has no word of one. The
+// bootstrap's token works on it.
+func TestTokens_OnlyTheBootstrapWritesAdminToken(t *testing.T) {
+	root := t.TempDir()
+	n1 := startMember(t, "n1", root)
+	secret := waitAdminToken(t, n1)
+	for life := 1; life <= 2; life++ { // its first start, and a restart
+		logs := &syncBuf{}
+		n2 := startMemberWith(t, "n2", root, "127.0.0.1:0", func(c *Config) {
+			c.LogOutput = io.MultiWriter(logs, testWriter{t})
+		}, n1.gossip.LocalAddr())
+		waitFor(t, "n2 to serve", 30*time.Second, func() bool {
+			_, err := mountAs(t, n2.P9Addr(), secret)
+			return err == nil
+		})
+		n2.Close() // ends whatever it had begun
+		if _, err := os.Stat(n2.adminTokenPath()); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("start %d: the joining node's %s: %v, want none", life, n2.adminTokenPath(), err)
+		}
+		if strings.Contains(logs.String(), "admin token") {
+			t.Fatalf("start %d: the joining node worked on an admin token of its own:\n%s", life, logs.String())
+		}
+	}
+	if got := n1.TokenIndex(); got != "admin-n1 admin\n" {
+		t.Fatalf("token index %q, want only the bootstrap's admin token", got)
 	}
 }
 

@@ -17,7 +17,9 @@ func procNode(t *testing.T, mod func(*Config), tools map[string]string) (*Node, 
 	t.Helper()
 	root := t.TempDir()
 	cfg := Config{
-		Name: "n1", DataDir: filepath.Join(root, "data"),
+		P9Anon:     trustedAnon,
+		EncryptKey: testClusterKey,
+		Name:       "n1", DataDir: filepath.Join(root, "data"),
 		ToolsDir: filepath.Join(root, "tools"), AgentsDir: filepath.Join(root, "agents"),
 		GossipAddr:      "127.0.0.1:0",
 		P9Listener:      listen(t),

@@ -224,7 +224,7 @@ func applyCreateSession(st *state, index uint64, body []byte, ev *[]Event) any {
 	if _, ok := st.Sessions[name]; ok {
 		return refuse(ErrExists, "session %q already exists", name)
 	}
-	s := &Session{Name: name, Cwd: c.Cwd, Created: c.Time, Agents: map[string]*Agent{}}
+	s := &Session{Name: name, Owner: c.Owner, Cwd: c.Cwd, Created: c.Time, Agents: map[string]*Agent{}}
 	if c.Profile != "" {
 		if err := checkName("agent", c.Profile); err != nil {
 			return err

@@ -150,7 +150,10 @@ type WithdrawProfiles struct {
 // ("s1", "s2", ...). With Profile set, the session starts with one agent
 // named after the profile, made from it.
 type CreateSession struct {
-	Name    string `json:"name,omitempty"`
+	Name string `json:"name,omitempty"`
+	// Owner is the principal that made it (a token's name, anon@IP):
+	// only it and admin may use the session (DESIGN §7).
+	Owner   string `json:"owner,omitempty"`
 	Cwd     string `json:"cwd,omitempty"`
 	Profile string `json:"profile,omitempty"`
 	Time    int64  `json:"time"`

@@ -84,6 +84,18 @@ func (f *FSM) HasSession(name string) bool {
 	return ok
 }
 
+// SessionOwner is the principal that made a session ("" for a session
+// made before sessions had owners), and whether it exists.
+func (f *FSM) SessionOwner(name string) (string, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	s, ok := f.st.Sessions[name]
+	if !ok {
+		return "", false
+	}
+	return s.Owner, true
+}
+
 // SessionCwd is a session's working directory ("" for none).
 func (f *FSM) SessionCwd(name string) (string, bool) {
 	f.mu.RLock()

@@ -95,6 +95,7 @@ func (a *Agent) IsLoaded(tool string) bool {
 // immutable like Tool.
 type Session struct {
 	Name    string            `json:"name"`
+	Owner   string            `json:"owner,omitempty"` // "": made before sessions had owners
 	Cwd     string            `json:"cwd,omitempty"`
 	Created int64             `json:"created"`
 	Agents  map[string]*Agent `json:"agents"`

@@ -38,6 +38,10 @@ func (l Limits) maxExec() int64 {
 // maxCwd bounds a session's working directory.
 const maxCwd = 4096
 
+// maxOwner bounds a session's owner: a token's name, or anon@ and an IP
+// address, or node:NAME.
+const maxOwner = 256
+
 // validator checks one command's body. It decodes the body strictly (no
 // unknown fields, nothing after the value) and checks every field that the
 // apply function trusts: names, origins, hashes, modes and sizes. It does
@@ -345,6 +349,9 @@ func validateCreateSession(body []byte, lim Limits) error {
 		if err := checkName("session", c.Name); err != nil {
 			return err
 		}
+	}
+	if len(c.Owner) > maxOwner {
+		return fmt.Errorf("session owner of %d bytes: at most %d", len(c.Owner), maxOwner)
 	}
 	if c.Profile != "" {
 		// The profile names the session's first agent too.

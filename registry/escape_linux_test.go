@@ -289,6 +289,51 @@ func TestEscape_AbstractUnixSocket(t *testing.T) {
 	escape(t, sb, yolo, probeCmd("connect-unix", name), "")
 }
 
+// A tool without "network": true connects to no TCP port, its node's
+// loopback listeners included, and binds none; the same tool with it
+// (the second control, besides -yolo) does both.
+func TestEscape_Network(t *testing.T) {
+	if handledNet(mustABI(t)) == 0 {
+		t.Skip("this kernel has no Landlock network rules (ABI < 4); SandboxInfo says so")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	sb, yolo := escapeRunners(t, nil)
+	for _, p := range [][2]string{
+		{"connect-tcp", ln.Addr().String()},
+		{"bind-tcp", freePort(t)},
+		// Landlock's TCP rules do not cover MPTCP, which falls back to
+		// TCP: the seccomp filter beside them refuses the socket.
+		{"connect-mptcp", ln.Addr().String()},
+	} {
+		probe := probeCmd(p[0], p[1])
+		t.Run(p[0], func(t *testing.T) {
+			escape(t, sb, yolo, probe, "")
+			m := shTool(probe)
+			m.Network = true
+			if out, err := sb.Run(context.Background(), Invocation{Tool: "probe", Meta: m}); err != nil {
+				t.Fatalf(`sandboxed with "network": true: %q was denied: %v (%s)`, probe, err, out)
+			}
+		})
+	}
+	if info := strings.Join(sb.SandboxInfo(), "; "); !strings.Contains(info, `network: no TCP connect or bind without "network": true`) &&
+		!strings.Contains(info, "network: no TCP or UDP") {
+		t.Errorf("SandboxInfo does not say what tools may reach: %s", info)
+	}
+}
+
 func TestEscape_PathnameUnixSocket(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "docker.sock")
 	ln, err := net.Listen("unix", sock)
@@ -516,4 +561,15 @@ func TestEscape_CwdAroundProtected(t *testing.T) {
 	if err := sbRead(`echo z > project/new`); err == nil {
 		t.Error("scope read wrote its cwd")
 	}
+}
+
+// freePort is a loopback address whose port nothing listens on now.
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }

@@ -45,7 +45,11 @@ type Meta struct {
 	OutputFormat  string          `json:"outputFormat"` // text|json, default text
 	Cmd           string          `json:"cmd"`
 	ResetsCounter bool            `json:"resetsCounter"`
-	Variants      []Variant       `json:"variants,omitempty"`
+	// Network: the tool may open and bind network sockets; without it a
+	// sandboxed tool opens no TCP connection and binds no TCP port
+	// (DESIGN §1, §7). Top level only: a host does not widen it.
+	Network  bool      `json:"network,omitempty"`
+	Variants []Variant `json:"variants,omitempty"`
 }
 
 // Variant is one host-conditional definition: when every condition of
@@ -168,6 +172,12 @@ func (m *Meta) parse(data []byte) (notes []string, err error) {
 		OutputFormat:  top.OutputFormat,
 		Cmd:           top.Cmd,
 		ResetsCounter: top.ResetsCounter != nil && *top.ResetsCounter,
+	}
+	if raw, ok := obj.get("network"); ok && !isNull(raw) {
+		if raw[0] != 't' && raw[0] != 'f' {
+			return nil, fmt.Errorf("%w: network: want true or false, got %s", ErrInvalidMeta, jsonKind(raw))
+		}
+		m.Network = raw[0] == 't'
 	}
 	if m.Args == nil {
 		m.Args = DefaultArgs

@@ -19,6 +19,20 @@ func probe(what string, args []string) int {
 				return err
 			}
 			return c.Close()
+		case "connect-tcp": // connect-tcp HOST:PORT
+			c, err := net.Dial("tcp", args[0])
+			if err != nil {
+				return err
+			}
+			return c.Close()
+		case "connect-mptcp": // connect-mptcp IPV4:PORT
+			return connectMPTCP(args[0])
+		case "bind-tcp": // bind-tcp HOST:PORT
+			ln, err := net.Listen("tcp", args[0])
+			if err != nil {
+				return err
+			}
+			return ln.Close()
 		case "ptrace": // ptrace PID
 			pid, err := strconv.Atoi(args[0])
 			if err != nil {

@@ -244,7 +244,7 @@ func (c *Checked) Run(ctx context.Context) ([]byte, error) {
 	var sb *sandboxSpec // nil: not sandboxed
 	var pre *prepared   // the call made ready ahead, if one was
 	if !r.cfg.Yolo {
-		sb = &sandboxSpec{view: r.view, readable: r.cfg.Readable}
+		sb = &sandboxSpec{view: r.view, readable: r.cfg.Readable, noNet: !meta.Network}
 		// The executable needs a rule of its own only where the view
 		// does not already grant it (inside a protected tree).
 		if !r.view.grants(argv[0]) {

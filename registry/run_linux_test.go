@@ -5,6 +5,7 @@ package registry
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"testing"
@@ -61,6 +62,24 @@ func viewFDs(r *Runner) int {
 }
 
 func ptraceSeize(pid int) error { return unix.PtraceSeize(pid) }
+
+// connectMPTCP connects an MPTCP socket to a TCP listener at addr
+// (IPv4 HOST:PORT); MPTCP falls back to TCP with a plain TCP peer.
+func connectMPTCP(addr string) error {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return err
+	}
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, ipprotoMPTCP)
+	if err != nil {
+		return fmt.Errorf("socket(AF_INET, SOCK_STREAM, IPPROTO_MPTCP): %w", err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Connect(fd, &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}); err != nil {
+		return fmt.Errorf("connect over MPTCP: %w", err)
+	}
+	return nil
+}
 
 // A call after the first takes one made ready ahead, and it grants what
 // one made on the call's path would; when the layout changes beside a

@@ -24,6 +24,11 @@ type sandboxSpec struct {
 	// it on the call's thread. The Run that took it closes it.
 	ruleset  int
 	prepared bool
+
+	// noNet: the tool lacks "network": true, so it opens no TCP
+	// connection and binds no TCP port (a Landlock layer of its own,
+	// ABI 4+; see netLayer).
+	noNet bool
 }
 
 // callThread is an OS thread of its own for one call: it starts the tool

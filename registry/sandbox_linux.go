@@ -119,6 +119,14 @@ func restrictThread(sb *sandboxSpec) error {
 	if err := llsys.LandlockRestrictSelf(fd, 0); err != nil {
 		return fmt.Errorf("landlock_restrict_self: %w", err)
 	}
+	if sb.noNet {
+		if err := denyNetwork(abi); err != nil {
+			return err
+		}
+		if err := denyMPTCP(); err != nil {
+			return err
+		}
+	}
 	return closeOnExec()
 }
 
@@ -174,6 +182,51 @@ func newRuleset(sb *sandboxSpec, abi int) (fd int, walks []*fsRules, err error) 
 		}
 	}
 	return fd, walks, nil
+}
+
+// handledNet is every network right the kernel of Landlock ABI abi knows:
+// TCP bind and connect from ABI 4, UDP bind and connect/send from 10.
+func handledNet(abi int) uint64 {
+	var h uint64
+	if abi >= 4 {
+		h |= llsys.AccessNetBindTCP | llsys.AccessNetConnectTCP
+	}
+	if abi >= 10 {
+		h |= llsys.AccessNetBindUDP | llsys.AccessNetConnectSendUDP
+	}
+	return h
+}
+
+// netLayer is the ruleset that handles every network right and grants
+// none: one ruleset, however many ports, made once and applied to the
+// thread of each call of a tool without "network": true.
+var netLayer struct {
+	once sync.Once
+	fd   int
+	err  error
+}
+
+// denyNetwork adds netLayer to the calling thread's Landlock domain (a
+// layer on top of the file rules: each layer must allow an access). A
+// kernel below ABI 4 has no network rules; the node says so at start.
+func denyNetwork(abi int) error {
+	h := handledNet(abi)
+	if h == 0 {
+		return nil
+	}
+	netLayer.once.Do(func() {
+		netLayer.fd, netLayer.err = llsys.LandlockCreateRuleset(&llsys.RulesetAttr{HandledAccessNet: h}, 0)
+		if netLayer.err != nil {
+			netLayer.err = fmt.Errorf("landlock_create_ruleset (network): %w", netLayer.err)
+		}
+	})
+	if netLayer.err != nil {
+		return netLayer.err
+	}
+	if err := llsys.LandlockRestrictSelf(netLayer.fd, 0); err != nil {
+		return fmt.Errorf("landlock_restrict_self (network): %w", err)
+	}
+	return nil
 }
 
 // prepareThread does on the calling thread what a tool's thread must do
@@ -337,6 +390,14 @@ func (r *Runner) SandboxInfo() []string {
 	}
 	if handledFS(abi)&llsys.AccessFSResolveUnix != 0 {
 		parts = append(parts, "pathname unix sockets: only under writable directories")
+	}
+	switch h := handledNet(abi); {
+	case h&llsys.AccessNetBindUDP != 0:
+		parts = append(parts, `network: no TCP or UDP without "network": true`)
+	case h != 0:
+		parts = append(parts, `network: no TCP connect or bind without "network": true (UDP not covered)`)
+	default:
+		parts = append(parts, fmt.Sprintf(`missing: network rules (Landlock ABI 4, kernel has %d): every tool reaches the network`, abi))
 	}
 	if scopes(abi) == 0 {
 		parts = append(parts, fmt.Sprintf("missing: signal and abstract unix socket scoping (Landlock ABI 6, kernel has %d)", abi))

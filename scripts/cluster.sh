@@ -16,6 +16,9 @@
 # command of the caller's PATH except jq and python: its catalog has no
 # json_query, echo or file_* tools.
 #
+# Clients present the cluster's admin token, which node1 (the bootstrap)
+# writes to its data/admin.token: `toolnode 9p -data DIR/node1/data ...`.
+#
 # Credentials: at the first `up` the script makes, in the state directory's
 # secrets/, a gossip key (toolnode keygen) and, with toolnode tls, a CA and a
 # certificate per node (the CA's key in ca/). Every node gets the key in its
@@ -91,7 +94,12 @@ running() {
 	fi
 }
 
-answers() { "$BIN" 9p "127.0.0.1:$1" read node >/dev/null 2>&1; }
+# admin_data: the data directory whose admin.token the clients present
+# (the bootstrap's: the node that bootstraps a cluster writes the
+# cluster's admin token, a node that joins writes none).
+admin_data() { echo "$DIR/$BOOTSTRAP/data"; }
+
+answers() { "$BIN" 9p -data "$(admin_data)" "127.0.0.1:$1" read node >/dev/null 2>&1; }
 
 # port_busy PORT: something accepts TCP connections on 127.0.0.1:PORT.
 port_busy() { (: <"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -246,9 +254,9 @@ up() {
 	done
 	cat <<-MSG
 
-		  $BIN 9p 127.0.0.1:$(p9_port "$BOOTSTRAP") read cluster/members
-		  $BIN 9p 127.0.0.1:$(p9_port node3) read t/idx
-		  TOOLNODE_ADDR=127.0.0.1:$(p9_port node4) $BIN call site
+		  $BIN 9p -data $(admin_data) 127.0.0.1:$(p9_port "$BOOTSTRAP") read cluster/members
+		  $BIN 9p -data $(admin_data) 127.0.0.1:$(p9_port node3) read t/idx
+		  TOOLNODE_ADDR=127.0.0.1:$(p9_port node4) $BIN call -data $(admin_data) site
 		  $again status
 		  $again down
 	MSG
@@ -312,7 +320,7 @@ status() {
 	done
 	if [[ -x $BIN ]] && answers "$(p9_port "$BOOTSTRAP")"; then
 		printf '\ncluster/members of %s:\n' "$BOOTSTRAP"
-		"$BIN" 9p "127.0.0.1:$(p9_port "$BOOTSTRAP")" read cluster/members || bad=1
+		"$BIN" 9p -data "$(admin_data)" "127.0.0.1:$(p9_port "$BOOTSTRAP")" read cluster/members || bad=1
 	fi
 	return "$bad"
 }

@@ -149,8 +149,8 @@ func Test_E2E_Audit(t *testing.T) {
 			continue
 		case w.result == "ok" && l.Result != "ok", w.result != "ok" && (l.Result == "ok" || !strings.Contains(l.Result, w.result)):
 			t.Errorf("%s %s: result %q, want %q", w.action, w.target, l.Result, w.result)
-		case !strings.HasPrefix(l.Who, "anon@127.0.0.1:"):
-			t.Errorf("%s %s: who %q, want anon@ADDR", w.action, w.target, l.Who)
+		case l.Who != "admin-e2e":
+			t.Errorf("%s %s: who %q, want the admin token's name admin-e2e", w.action, w.target, l.Who)
 		case who != "" && l.Who != who:
 			t.Errorf("%s %s: who %q, want the connection's %q", w.action, w.target, l.Who, who)
 		}

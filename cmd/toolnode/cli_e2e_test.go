@@ -31,7 +31,7 @@ func runCLIResult(t *testing.T, e *env, stdin string, args ...string) cliResult 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binPath, args...)
-	cmd.Env = e.childEnv()
+	cmd.Env = e.clientEnv(t)
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

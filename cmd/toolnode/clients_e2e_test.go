@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"maps"
+	"net/http"
 	"os"
 	"regexp"
 	"slices"
@@ -258,7 +259,7 @@ func Test_E2E_Clients(t *testing.T) {
 // gomaxprocs is the GOMAXPROCS a node reports on -metrics (the Go
 // collector's go_sched_gomaxprocs_threads).
 func gomaxprocs(addr string) (string, error) {
-	_, text, err := httpGet("http://" + addr + "/metrics")
+	_, text, err := httpGetAs(http.DefaultTransport, "http://"+addr+"/metrics", metricsToken(addr))
 	if err != nil {
 		return "", err
 	}

@@ -99,7 +99,7 @@ func (n *cnode) joining(to *cnode) *cnode {
 // is killed when the test ends; its log is shown if the test failed.
 func (n *cnode) launch(t *testing.T) *proc {
 	t.Helper()
-	p := n.e.spawn(t, n.name, n.e.childEnv(), n.flags...)
+	p := n.e.spawn(t, n.name, withClusterKey(n.e.childEnv(), n.flags), n.flags...)
 	n.p = p
 	return p
 }
@@ -171,7 +171,14 @@ type conn9 struct {
 	fsys *client.Fsys
 }
 
+// dial9 attaches with the admin token of addr's cluster (none while it
+// is not written yet).
 func dial9(addr string, d time.Duration) (*conn9, error) {
+	return dial9as(addr, tokenOf(addr), d)
+}
+
+// dial9as is dial9 presenting aname as the attach name.
+func dial9as(addr, aname string, d time.Duration) (*conn9, error) {
 	nc, err := dialTest(addr, d)
 	if err != nil {
 		return nil, err
@@ -182,7 +189,7 @@ func dial9(addr string, d time.Duration) (*conn9, error) {
 		nc.Close()
 		return nil, err
 	}
-	fsys, err := c.Attach(nil, "e2e", "")
+	fsys, err := c.Attach(nil, "e2e", aname)
 	if err != nil {
 		nc.Close()
 		return nil, err
@@ -656,11 +663,15 @@ func Test_E2E_Cluster_GossipKey(t *testing.T) {
 	}
 
 	// Two intruders that know the way in but not the key.
+	// Their own operators let anything on their hosts in (-9p-anon
+	// admin): they hold no token of the keyed cluster.
 	bare := newCnode(t, "nokey").joining(k1)
+	bare.flags = append(bare.flags, "-9p-anon", "admin")
 	wrong := newCnode(t, "wrongkey").joining(k1)
-	wrong.flags = append(wrong.flags, "-encrypt", otherKey)
+	wrong.flags = append(wrong.flags, "-encrypt", otherKey, "-9p-anon", "admin")
 	intruders := []*cnode{bare, wrong}
 	for _, n := range intruders {
+		n.e.tokenless = true
 		n.launch(t)
 	}
 
@@ -712,7 +723,14 @@ func Test_E2E_Cluster_GossipKey(t *testing.T) {
 			if strings.Contains(log, "panic:") {
 				t.Errorf("%s's failed start panics instead of exiting with the join error:\n%s", n.name, log)
 			}
-			if !strings.Contains(log, "join "+k1.e.gossip) {
+			switch {
+			case n == bare:
+				// Without a key it does not even try: a cluster of
+				// several needs a credential.
+				if !strings.Contains(log, "needs a credential") || !strings.Contains(log, "-encrypt") {
+					t.Errorf("%s's log does not say a cluster needs -encrypt:\n%s", n.name, log)
+				}
+			case !strings.Contains(log, "join "+k1.e.gossip):
 				t.Errorf("%s's log does not say the join through %s failed:\n%s", n.name, k1.e.gossip, log)
 			}
 		})
@@ -844,7 +862,11 @@ func Test_E2E_Cluster_TLS(t *testing.T) {
 
 	// A node whose certificate comes from another CA gossips (gossip has
 	// no key here) but is never made a Raft member.
+	// Its operator lets anything on its host in (-9p-anon admin): it
+	// holds no token of the cluster.
 	rogue := newCnode(t, "rogue").joining(t1).withTLS(t, otherCA)
+	rogue.flags = append(rogue.flags, "-9p-anon", "admin")
+	rogue.e.tokenless = true
 	rogue.launch(t)
 	// It finds no leader: it serves 9P only after waiting for one, and
 	// a write waits for one too; that runs while the rest is checked.

@@ -311,6 +311,9 @@ func Test_E2E_Ports_RefuseToStart(t *testing.T) {
 		{"cluster", []string{"-cluster", "0.0.0.0:9565"}, []string{"-cluster 0.0.0.0:9565", "-encrypt", "-tls-cert", "-insecure"}},
 		{"9p", []string{"-9p", "0.0.0.0:9564"}, []string{"-9p 0.0.0.0:9564", "-9p-tls-cert", "-insecure"}},
 		{"advertise", []string{"-advertise", "192.0.2.1"}, []string{"-advertise 192.0.2.1", "-encrypt", "-insecure"}},
+		{"metrics", []string{"-metrics", "0.0.0.0:0"}, []string{"-metrics 0.0.0.0:0", "-9p-tls-cert", "-insecure"}},
+		// A cluster of several nodes needs a credential, on loopback too.
+		{"join", []string{"-join", "127.0.0.1:1"}, []string{"needs a credential", "-encrypt", "-tls-cert", "-insecure"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := newCnode(t, "refused")

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"9fans.net/go/plan9/client"
+
+	"github.com/toolnode/toolnode/node"
 )
 
 // dialTimeout bounds connecting to a node: TCP, the TLS handshake and the
@@ -27,16 +29,19 @@ const dialTimeout = 10 * time.Second
 type creds struct {
 	ca         string // -tls-ca, else $TOOLNODE_CA: "" is plain 9P
 	serverName string // -tls-server-name: the name the certificate must carry
-	token      string // -token, else $TOOLNODE_TOKEN
+	token      string // -token, else $TOOLNODE_TOKEN, else DATA/admin.token
+	data       string // -data: the node's data directory; "" is the default one
 }
 
-// credFlags adds -tls-ca, -tls-server-name and -token to fs. The
-// environment is read when connecting, so -h never prints a token.
+// credFlags adds -tls-ca, -tls-server-name, -token and -data to fs. The
+// environment and the token file are read when connecting, so -h never
+// prints a token.
 func credFlags(fs *flag.FlagSet) *creds {
 	c := &creds{}
 	fs.StringVar(&c.ca, "tls-ca", "", "connect over TLS, trusting the CA in this PEM file (default $TOOLNODE_CA)")
 	fs.StringVar(&c.serverName, "tls-server-name", "", "name the node's certificate must carry (default: the host of the address)")
-	fs.StringVar(&c.token, "token", "", "token presented in the attach (default $TOOLNODE_TOKEN, which keeps it out of ps)")
+	fs.StringVar(&c.token, "token", "", "token presented in the attach (default $TOOLNODE_TOKEN, which keeps it out of ps, else DATA/"+node.AdminTokenFile+")")
+	fs.StringVar(&c.data, "data", "", "the node's data dir, whose "+node.AdminTokenFile+" is presented without -token or $TOOLNODE_TOKEN (default "+dataDefault()+")")
 	return c
 }
 
@@ -47,11 +52,18 @@ func (c *creds) caFile() string {
 	return os.Getenv("TOOLNODE_CA")
 }
 
-func (c *creds) aname() string {
+// aname is the token presented: -token, $TOOLNODE_TOKEN, else the
+// node's admin token in its data directory, else "" (a token-less
+// attach, refused unless the node gives one a role).
+func (c *creds) aname() (string, error) {
 	if c.token != "" {
-		return c.token
+		return c.token, nil
 	}
-	return os.Getenv("TOOLNODE_TOKEN")
+	data := c.data
+	if data == "" {
+		data = dataDefault()
+	}
+	return adminSecret(data)
 }
 
 // tlsConfig is the client TLS for addr: nil without a CA.
@@ -138,6 +150,10 @@ func (c *creds) mountWith(addr string, wrap func(net.Conn) io.ReadWriteCloser) (
 	if err != nil {
 		return nil, err
 	}
+	aname, err := c.aname()
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
 	defer cancel()
 	nc, err := dialNode(ctx, addr, tcfg)
@@ -159,9 +175,12 @@ func (c *creds) mountWith(addr string, wrap func(net.Conn) io.ReadWriteCloser) (
 		}
 		return nil, fmt.Errorf("9P with %s failed: %v", addr, err)
 	}
-	fsys, err := conn.Attach(nil, user(), c.aname())
+	fsys, err := conn.Attach(nil, user(), aname)
 	if err != nil {
 		conn.Close()
+		if aname == "" {
+			return nil, fmt.Errorf("attach to %s: %v (no token: give -token, set $TOOLNODE_TOKEN, or -data DIR of the node whose %s holds one)", addr, err, node.AdminTokenFile)
+		}
 		return nil, fmt.Errorf("attach to %s: %v", addr, err)
 	}
 	nc.SetDeadline(time.Time{})
@@ -203,8 +222,9 @@ func isLoopback(addr string) bool {
 }
 
 // mount attaches to the node at addr presenting aname (a token; "" falls
-// back to $TOOLNODE_TOKEN), over TLS when $TOOLNODE_CA names a CA. It is
-// for subcommands without the credential flags (token, mcp).
+// back to $TOOLNODE_TOKEN, then DATA/admin.token), over TLS when
+// $TOOLNODE_CA names a CA. It is for subcommands without the credential
+// flags (token).
 func mount(addr, aname string) (*client.Fsys, error) {
 	return (&creds{token: aname}).mount(addr)
 }

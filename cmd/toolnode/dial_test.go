@@ -7,6 +7,8 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -86,27 +88,40 @@ func (r *anameRecorder) last() string {
 	return r.anames[len(r.anames)-1]
 }
 
-// The client presents $TOOLNODE_TOKEN, or -token, as the attach name, and
-// nothing without either.
+// The client presents -token, else $TOOLNODE_TOKEN, else the admin token
+// in the node's data directory (-data, else the default one), as the
+// attach name, and nothing without any of them.
 func TestClientTokenIsTheAname(t *testing.T) {
 	r := newAnameRecorder(t)
 	addr := r.ln.Addr().String()
+	xdg, other := t.TempDir(), t.TempDir()
+	t.Setenv("XDG_DATA_HOME", xdg)
 	for _, tc := range []struct {
-		env, flag, want string
+		env, flag, data, want string
+		file                  string // the default data dir's admin.token
 	}{
-		{"", "", ""},
-		{"from-env", "", "from-env"},
-		{"from-env", "from-flag", "from-flag"},
+		{want: ""},
+		{env: "from-env", want: "from-env"},
+		{env: "from-env", flag: "from-flag", want: "from-flag"},
+		{file: "from-default-data\n", want: "from-default-data"},
+		{file: "from-default-data", env: "from-env", want: "from-env"},
+		{file: "from-default-data", data: other, want: "from-data"},
 	} {
+		os.RemoveAll(filepath.Join(xdg, "toolnode"))
+		if tc.file != "" {
+			os.MkdirAll(filepath.Join(xdg, "toolnode"), 0o700)
+			os.WriteFile(filepath.Join(xdg, "toolnode", "admin.token"), []byte(tc.file), 0o600)
+		}
+		os.WriteFile(filepath.Join(other, "admin.token"), []byte("from-data\n"), 0o600)
 		t.Setenv("TOOLNODE_TOKEN", tc.env)
 		t.Setenv("TOOLNODE_CA", "")
-		c := &creds{token: tc.flag}
+		c := &creds{token: tc.flag, data: tc.data}
 		_, err := c.mount(addr)
 		if err == nil || !strings.Contains(err.Error(), "recorded") {
 			t.Fatalf("mount: %v, want the recorder's refusal", err)
 		}
 		if got := r.last(); got != tc.want {
-			t.Errorf("env %q, -token %q: aname %q, want %q", tc.env, tc.flag, got, tc.want)
+			t.Errorf("env %q, -token %q, -data %q, default file %q: aname %q, want %q", tc.env, tc.flag, tc.data, tc.file, got, tc.want)
 		}
 	}
 }

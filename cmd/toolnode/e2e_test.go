@@ -112,6 +112,7 @@ type env struct {
 	root, data, tools, agents, config string
 	cwd                               string // the test sessions' working directory
 	p9, gossip, cluster               string
+	tokenless                         bool // its clients attach without a token
 }
 
 // e2eWriteScript is a tool of the test's own: it writes "x" to the file
@@ -178,6 +179,39 @@ func (e *env) childEnv() []string {
 	return append(out, "XDG_CONFIG_HOME="+e.config)
 }
 
+// clientEnv is the environment of a client the test runs as the node's
+// own user: childEnv, with $XDG_DATA_HOME where the default data
+// directory is the one holding the admin token (once it is written).
+func (e *env) clientEnv(t *testing.T) []string {
+	t.Helper()
+	if e.p9 == "" {
+		return e.childEnv()
+	}
+	if _, ok := homes.Load(e.p9); ok {
+		waitToken(t, e.p9)
+	}
+	return append(e.childEnv(), "XDG_DATA_HOME="+e.dataHome(t))
+}
+
+// dataHome is a directory whose toolnode is (a link to) the data
+// directory of e's cluster's bootstrap node: $XDG_DATA_HOME for a client
+// that finds the admin token by default.
+func (e *env) dataHome(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(e.root, "xdg-data")
+	link := filepath.Join(dir, "toolnode")
+	if _, err := os.Lstat(link); err == nil {
+		return dir
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(e.tokenHome().data, link); err != nil && !errors.Is(err, os.ErrExist) {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 type proc struct {
 	cmd     *exec.Cmd
 	log     *syncBuffer
@@ -193,6 +227,7 @@ func (e *env) spawn(t *testing.T, name string, environ []string, extra ...string
 	t.Helper()
 	args := []string{"-name", name, "-data", e.data, "-tools", e.tools, "-agents", e.agents,
 		"-9p", e.p9, "-gossip", e.gossip, "-cluster", e.cluster}
+	e.register(extra)
 	return startCmd(t, name, exec.Command(binPath, append(args, extra...)...), environ)
 }
 
@@ -293,13 +328,111 @@ func (p *proc) waitLog(t *testing.T, d time.Duration, subs ...string) string {
 	}
 }
 
+// ---- credentials: the cluster's admin token, where its user finds it
+
+// clusterKey is the gossip key of the members of the test clusters: a
+// cluster of several nodes needs a credential (-encrypt or mTLS).
+var clusterKey = base64.StdEncoding.EncodeToString([]byte("toolnode-e2e-test-cluster-key-!!"))
+
+// withClusterKey is environ with $TOOLNODE_GOSSIP_KEY set to clusterKey,
+// unless flags or environ give a credential (-encrypt, -tls-cert, the
+// variable) or -insecure already.
+func withClusterKey(environ, flags []string) []string {
+	for _, f := range flags {
+		if f == "-encrypt" || f == "-tls-cert" || f == "-insecure" {
+			return environ
+		}
+	}
+	for _, kv := range environ {
+		if strings.HasPrefix(kv, "TOOLNODE_GOSSIP_KEY=") {
+			return environ
+		}
+	}
+	return append(environ, "TOOLNODE_GOSSIP_KEY="+clusterKey)
+}
+
+// homes maps the 9P and gossip addresses of every node a test spawned
+// to its env.
+var homes sync.Map // address -> *env
+
+// joinedOf maps a node's env to the env of the node it joined (-join).
+var joinedOf sync.Map
+
+// metricsHomes maps a -metrics address to its node's 9P address.
+var metricsHomes sync.Map
+
+// register records e under its addresses, and the node it joins.
+func (e *env) register(flags []string) {
+	homes.Store(e.p9, e)
+	homes.Store(e.gossip, e)
+	for i, f := range flags {
+		if f == "-metrics" && i+1 < len(flags) {
+			metricsHomes.Store(flags[i+1], e.p9)
+		}
+		if f == "-join" && i+1 < len(flags) {
+			if j, ok := homes.Load(strings.Split(flags[i+1], ",")[0]); ok && j.(*env) != e {
+				joinedOf.Store(e, j)
+			}
+		}
+	}
+}
+
+// tokenHome is the env of the node that bootstrapped e's cluster: the
+// one whose data directory holds the admin token.
+func (e *env) tokenHome() *env {
+	for seen := 0; seen < 64; seen++ {
+		j, ok := joinedOf.Load(e)
+		if !ok {
+			break
+		}
+		e = j.(*env)
+	}
+	return e
+}
+
+// tokenOf is the admin token of the cluster of the node at addr: "" when
+// it is not written yet, or addr is no node of the test.
+func tokenOf(addr string) string {
+	v, ok := homes.Load(addr)
+	if !ok || v.(*env).tokenless {
+		return ""
+	}
+	b, err := os.ReadFile(filepath.Join(v.(*env).tokenHome().data, "admin.token"))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// waitToken polls until the admin token of addr's cluster is written.
+func waitToken(t testing.TB, addr string) string {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if s := tokenOf(addr); s != "" {
+			return s
+		}
+		if v, ok := homes.Load(addr); !ok || v.(*env).tokenless || time.Now().After(deadline) {
+			t.Fatalf("no admin token for the node at %s", addr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // ---- 9P helpers
 
+// attach9 attaches to the node at addr with its cluster's admin token.
 func attach9(t testing.TB, addr string) *client.Fsys {
 	t.Helper()
-	fsys, err := client.Mount("tcp", addr)
+	token := waitToken(t, addr)
+	c, err := client.Dial("tcp", addr)
 	if err != nil {
-		t.Fatalf("mount %s: %v", addr, err)
+		t.Fatalf("dial %s: %v", addr, err)
+	}
+	fsys, err := c.Attach(nil, "e2e", token)
+	if err != nil {
+		c.Close()
+		t.Fatalf("attach %s: %v", addr, err)
 	}
 	t.Cleanup(func() { fsys.Close() })
 	return fsys
@@ -1345,13 +1478,15 @@ func badInput(t *testing.T, addr string, node *proc) {
 }
 
 // runCLI runs the built binary as a client and returns its standard
-// output; a failure is fatal.
+// output; a failure is fatal. As the node's own user, it finds the
+// cluster's admin token in the default data directory
+// ($XDG_DATA_HOME/toolnode, here the bootstrap node's data directory).
 func runCLI(t *testing.T, e *env, stdin string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binPath, args...)
-	cmd.Env = e.childEnv()
+	cmd.Env = e.clientEnv(t)
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

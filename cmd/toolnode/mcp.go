@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolnode/toolnode/mcpbridge"
+	"github.com/toolnode/toolnode/node"
 )
 
 // mcpStdio is `toolnode mcp [-a ADDR] [-profile P]`: an MCP server on
@@ -31,6 +32,8 @@ func mcpStdio(args []string) error {
 	addr := fs.String("a", defaultAddr(), "node 9P address")
 	fs.StringVar(addr, "addr", defaultAddr(), "node 9P address (same as -a)")
 	profile := fs.String("profile", "", "make the agent from this profile (a/NAME.json)")
+	cr := &creds{}
+	fs.StringVar(&cr.data, "data", "", "the node's data dir, whose "+node.AdminTokenFile+" is presented without $TOOLNODE_TOKEN (default "+dataDefault()+")")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -45,7 +48,6 @@ func mcpStdio(args []string) error {
 		// on one thread instead of waking a second one for each.
 		runtime.GOMAXPROCS(1)
 	}
-	cr := &creds{token: os.Getenv("TOOLNODE_TOKEN")}
 	var wc *mcpbridge.Conn
 	fsys, err := cr.mountWith(*addr, func(nc net.Conn) io.ReadWriteCloser {
 		wc = mcpbridge.WatchConn(nc)

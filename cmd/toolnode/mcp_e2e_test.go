@@ -60,6 +60,7 @@ func mcpClient(t *testing.T, addr string) (*mcp.ClientSession, *listChanges) {
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changes.add() },
 	})
 	cmd := exec.Command(binPath, "mcp", "-a", addr)
+	cmd.Env = append(os.Environ(), "TOOLNODE_TOKEN="+waitToken(t, addr))
 	cmd.Stderr = os.Stderr
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -126,7 +127,7 @@ func Test_E2E_MCP_Stdio(t *testing.T) {
 	write(b.e.tools, "only_b", `{"description":"runs on b","variants":[{"match":{"env":"E2E_ONLY_B"},"cmd":"echo ran on $TOOLNODE_NODE"}]}`)
 	write(b.e.tools, "b_gone", `{"description":"withdrawn later","cmd":"true"}`)
 	a.start(t)
-	b.p = b.e.spawn(t, b.name, append(b.e.childEnv(), "E2E_ONLY_B=1"), b.flags...)
+	b.p = b.e.spawn(t, b.name, withClusterKey(append(b.e.childEnv(), "E2E_ONLY_B=1"), b.flags), b.flags...)
 	b.waitServing(t, 60*time.Second)
 	waitFormed(t, 60*time.Second, a, b)
 	pollUntil(t, 30*time.Second, "every tool published, only_b runnable on mcpb", func() (bool, string) {
@@ -265,11 +266,16 @@ func Test_E2E_MCP_HTTP(t *testing.T) {
 	a.p.waitLog(t, 10*time.Second, "serving MCP")
 	url := "http://" + addr + "/"
 
-	s1, changes, err := mcpHTTPClient(t, url, "")
+	// No token: refused (-9p-anon none, on the MCP listener too).
+	if _, _, err := mcpHTTPClient(t, url, ""); err == nil || !strings.Contains(err.Error(), "Unauthorized") {
+		t.Fatalf("an MCP session without a token: %v, want Unauthorized", err)
+	}
+	admin := waitToken(t, a.e.p9)
+	s1, changes, err := mcpHTTPClient(t, url, admin)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s2, _, err := mcpHTTPClient(t, url, "")
+	s2, _, err := mcpHTTPClient(t, url, admin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,11 +341,7 @@ func Test_E2E_MCP_HTTP(t *testing.T) {
 		t.Logf("unknown token refused: %v", err)
 	}
 	// The control: the node's own admin token makes one.
-	admin, err := os.ReadFile(filepath.Join(a.e.data, "admin.token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s3, _, err := mcpHTTPClient(t, url, strings.TrimSpace(string(admin)))
+	s3, _, err := mcpHTTPClient(t, url, admin)
 	if err != nil {
 		t.Fatalf("the admin token was refused: %v", err)
 	}

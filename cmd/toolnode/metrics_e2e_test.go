@@ -39,6 +39,14 @@ func httpGetAs(rt http.RoundTripper, url, token string) (int, string, error) {
 	return resp.StatusCode, string(b), err
 }
 
+// metricsToken is the admin token of the cluster of the node whose
+// -metrics is addr ("" when it is not known yet).
+func metricsToken(addr string) string {
+	p9, _ := metricsHomes.Load(addr)
+	s, _ := p9.(string)
+	return tokenOf(s)
+}
+
 // Test_E2E_Metrics scrapes a node's /metrics after a call and finds it
 // counted, and watches /readyz fail while the cluster has no leader and
 // pass once it has one again.

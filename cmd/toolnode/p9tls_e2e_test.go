@@ -82,14 +82,14 @@ func TestP9TLSEndToEnd(t *testing.T) {
 	cert, key := ca.issue(t, e.root, "n1") // for n1, localhost and 127.0.0.1
 	node := e.spawn(t, "e2e", e.childEnv(), "-9p-tls-cert", cert, "-9p-tls-key", key)
 	node.waitLog(t, 60*time.Second, "serving 9P on")
-	env := e.childEnv()
+	env := e.clientEnv(t) // the default data dir holds the admin token
 
 	// toolnode 9p and call over TLS, with -tls-ca and with $TOOLNODE_CA.
 	ls := mustTN(t, env, "9p", "-tls-ca", ca.file, "-a", e.p9, "ls", "t/")
 	if !strings.Contains(ls, "e2e_write.meta\n") || !strings.Contains(ls, "idx\n") {
 		t.Fatalf("toolnode 9p ls t/ over TLS:\n%s", ls)
 	}
-	withCA := append(e.childEnv(), "TOOLNODE_CA="+ca.file)
+	withCA := append(e.clientEnv(t), "TOOLNODE_CA="+ca.file)
 	if info := mustTN(t, withCA, "9p", "-a", e.p9, "read", "node"); !strings.Contains(info, "9p-tls on\n") {
 		t.Errorf("node file over TLS:\n%s", info)
 	}

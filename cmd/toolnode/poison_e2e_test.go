@@ -56,7 +56,9 @@ func forwardRaw(t *testing.T, c net.Conn, cmd []byte) fwdAnswer {
 // invalid entry appended around the leader's check: every node skips it).
 func Test_E2E_ForgedCommandNeverCommitted(t *testing.T) {
 	e := newEnv(t)
-	p := e.start(t)
+	// Plain TCP on the cluster port, as a member speaks it: no key and
+	// no cluster secret (-insecure). What a member may send is the test.
+	p := e.startWith(t, e.childEnv(), "-insecure")
 	pollUntil(t, 60*time.Second, "the node serves its tree", func() (bool, string) {
 		s, err := read9(e.p9, "session/idx")
 		if err != nil {

@@ -45,7 +45,10 @@ func proxy(args []string) error {
 			logger.Printf("proxy: INSECURE: 9P to %s crosses the network in clear, token included", *to)
 		}
 	}
-	token := cred.aname()
+	token, err := cred.aname()
+	if err != nil {
+		return err
+	}
 	p, err := p9proxy.New(p9proxy.Options{
 		Dial:  func(ctx context.Context) (net.Conn, error) { return dialNode(ctx, *to, tcfg) },
 		Token: token,

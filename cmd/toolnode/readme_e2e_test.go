@@ -67,8 +67,9 @@ func TestREADMEExamples(t *testing.T) {
 
 	// The examples call `toolnode` and address the default port: the
 	// binary under test comes first in PATH, and the node's address
-	// replaces the default.
-	environ := append(e.childEnv(), "TOOLNODE_ADDR="+e.p9)
+	// replaces the default. They run as the node's own user, whose
+	// default data directory holds the admin token.
+	environ := append(e.clientEnv(t), "TOOLNODE_ADDR="+e.p9)
 	for i, kv := range environ {
 		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
 			environ[i] = "PATH=" + filepath.Dir(binPath) + ":" + v

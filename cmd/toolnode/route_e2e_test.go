@@ -79,7 +79,7 @@ func rtLaunch(t *testing.T, n *rtNode, join string) {
 	if join != "" {
 		extra = append([]string{"-join", join}, n.flags...)
 	}
-	n.p = n.e.spawn(t, n.name, rtEnviron(n), extra...)
+	n.p = n.e.spawn(t, n.name, withClusterKey(rtEnviron(n), extra), extra...)
 }
 
 // rtWaitUp waits until the node's 9P port answers.
@@ -91,11 +91,11 @@ func rtWaitUp(t *testing.T, n *rtNode) {
 			t.Fatalf("node %s exited while starting (%v); log:\n%s", n.name, n.p.waitErr, n.p.log.String())
 		default:
 		}
-		fsys, err := client.Mount("tcp", n.e.p9)
+		c, err := dial9(n.e.p9, 5*time.Second)
 		if err != nil {
 			return false, err.Error()
 		}
-		fsys.Close()
+		c.close()
 		return true, ""
 	})
 }

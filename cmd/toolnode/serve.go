@@ -22,7 +22,8 @@ import (
 )
 
 func serve(args []string) (err error) {
-	if err := loadEnvFile(configPath("env")); err != nil {
+	envFile := configPath("env")
+	if err := loadEnvFile(envFile); err != nil {
 		return err
 	}
 	var o serveOptions
@@ -36,6 +37,7 @@ func serve(args []string) (err error) {
 		return err
 	}
 	cfg.Logger = logger
+	cfg.CredentialFiles = []string{envFile}
 	// From here on an error is logged, not printed: stderr is all records.
 	defer func() {
 		if err != nil {
@@ -159,7 +161,7 @@ func serveFlags(o *serveOptions) *flag.FlagSet {
 	fs.StringVar(&cfg.MetricsAddr, "metrics", "", "serve Prometheus /metrics, /healthz and /readyz on `ADDR` (e.g. 127.0.0.1:9567); off loopback /metrics needs a token of role read")
 	fs.DurationVar(&cfg.CallTimeout, "call-timeout", node.DefaultCallTimeout, "limit of one tool run")
 	fs.BoolVar(&cfg.Yolo, "yolo", false, "run tools without the sandbox (logged loudly at start)")
-	fs.StringVar(&cfg.P9Anon, "9p-anon", "", "`ROLE` of a 9P attach without a token: none, read, call, publish or admin (default: admin on a loopback -9p, else none)")
+	fs.StringVar(&cfg.P9Anon, "9p-anon", "", "`ROLE` of an attach without a token, on every listener: none, read, call, publish or admin; anything but none is logged loudly (default none)")
 	fs.StringVar(&cfg.AuditFile, "audit", "", "append one JSON line per state change and per call to `FILE` (reopened on SIGHUP)")
 	fs.IntVar(&cfg.MaxCalls, "max-calls", 0, "calls run at once on this node; more wait in turn, then fail \"node busy\" (default 4 x cores)")
 	cfg.MaxExecSize = node.DefaultMaxExecSize

@@ -74,7 +74,7 @@ func token(args []string) error {
 }
 
 // adminSecret is $TOOLNODE_TOKEN, else the node's admin token from its
-// data directory, else "" (an anonymous attach, admin on loopback).
+// data directory, else "" (a token-less attach, refused by default).
 func adminSecret(data string) (string, error) {
 	if t := os.Getenv("TOOLNODE_TOKEN"); t != "" {
 		return t, nil

@@ -8,7 +8,6 @@ package main
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,27 +17,6 @@ import (
 	"9fans.net/go/plan9"
 	"9fans.net/go/plan9/client"
 )
-
-// dial9as is dial9 presenting aname as the attach name.
-func dial9as(addr, aname string, d time.Duration) (*conn9, error) {
-	nc, err := net.DialTimeout("tcp", addr, d)
-	if err != nil {
-		return nil, err
-	}
-	nc.SetDeadline(time.Now().Add(d))
-	c, err := client.NewConn(nc)
-	if err != nil {
-		nc.Close()
-		return nil, err
-	}
-	fsys, err := c.Attach(nil, "e2e", aname)
-	if err != nil {
-		nc.Close()
-		return nil, err
-	}
-	nc.SetDeadline(time.Time{})
-	return &conn9{nc: nc, fsys: fsys}, nil
-}
 
 // adminToken polls until the member has written DATA/admin.token and
 // returns the secret.
@@ -148,11 +126,10 @@ func Test_E2E_TokenRoles(t *testing.T) {
 	t.Parallel()
 	n := newCnode(t, "roles")
 	n.addTool(t, "hello", "Say hello.")
-	n.flags = []string{"-9p-anon", "none"}
 	n.launch(t)
 	admin := n.adminToken(t)
 
-	// No token: refused, as the flag says.
+	// No token: refused, by default (-9p-anon none), saying why.
 	pollUntil(t, 60*time.Second, "the node to serve its tree", func() (bool, string) {
 		s, err := func() (string, error) {
 			c, err := dial9as(n.e.p9, admin, 5*time.Second)
@@ -164,8 +141,8 @@ func Test_E2E_TokenRoles(t *testing.T) {
 		}()
 		return err == nil && strings.Contains(s, "hello"), fmt.Sprint(s, err)
 	})
-	if _, err := dial9(n.e.p9, 5*time.Second); err == nil || !strings.Contains(err.Error(), "permission denied") {
-		t.Fatalf("an attach without a token under -9p-anon none: %v, want permission denied", err)
+	if _, err := dial9as(n.e.p9, "", 5*time.Second); err == nil || !strings.Contains(err.Error(), "permission denied: an attach without a token is refused") {
+		t.Fatalf("an attach without a token by default: %v, want permission denied", err)
 	}
 	for _, bad := range []string{"tn_not-a-token", "garbage"} {
 		if _, err := dial9as(n.e.p9, bad, 5*time.Second); err == nil || !strings.Contains(err.Error(), "permission denied") {
@@ -223,8 +200,7 @@ func Test_E2E_TokenRoles(t *testing.T) {
 
 // A token made on one node works on another; revoked on the first, it is
 // refused on the second within 1 s, and the second ends the connection
-// attached with it. The control: an anonymous client of a loopback node
-// with the default -9p-anon (admin) may publish.
+// attached with it. A node that joined holds no admin token of its own.
 func Test_E2E_TokenRevocation(t *testing.T) {
 	t.Parallel()
 	a := newCnode(t, "ta")
@@ -236,15 +212,14 @@ func Test_E2E_TokenRevocation(t *testing.T) {
 	waitFormed(t, 60*time.Second, a, b, c)
 	a.adminToken(t)
 
-	// The control: anonymous on loopback is admin by default.
-	anon, err := dial9(b.e.p9, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
+	// A node that joined writes no admin token, and refuses an attach
+	// without one.
+	if _, err := os.Stat(filepath.Join(b.e.data, "admin.token")); err == nil {
+		t.Fatal("tb, which joined, wrote an admin token")
 	}
-	if err := create9(anon.fsys, "t/anon_pub.meta", `{"description":"x","cmd":"echo x"}`); err != nil {
-		t.Fatalf("an anonymous publish on a loopback node with the default -9p-anon: %v", err)
+	if _, err := dial9as(b.e.p9, "", 5*time.Second); err == nil || !strings.Contains(err.Error(), "permission denied") {
+		t.Fatalf("an attach without a token on tb: %v, want permission denied", err)
 	}
-	anon.close()
 
 	secret := strings.TrimSpace(tokenCLI(t, a, "new", "-role", "call", "ci"))
 	var held *conn9
