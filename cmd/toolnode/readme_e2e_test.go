@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -152,6 +153,12 @@ func TestREADMEThreeNodes(t *testing.T) {
 	cmd.Dir, cmd.Env = t.TempDir(), environ
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	// The nodes run in the script's process group: a script cut short
+	// by the deadline takes them with it, and its output is not waited
+	// for past WaitDelay.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("%v\nscript:\n%s\nstdout:\n%s\nstderr:\n%s", err, script, stdout.String(), stderr.String())
 	}
