@@ -49,7 +49,7 @@ RUN set -eu; \
 COPY --from=build /out/toolnode /usr/local/bin/toolnode
 COPY deploy/entrypoint.sh /usr/local/bin/toolnode-entrypoint
 # The example tools and profiles, plus deploy/tools (tools whose variants
-# depend on the host, e.g. on TOOLNODE_SITE): watched and published by the
+# depend on the host, e.g. on SITE): watched and published by the
 # node, read-only for it.
 COPY examples/tools/ /opt/toolnode/tools/
 COPY deploy/tools/ /opt/toolnode/tools/

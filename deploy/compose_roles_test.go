@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/compose-spec/compose-go/v2/types"
+
+	"github.com/toolnode/toolnode/registry"
 )
 
 // composeVoters is the -voters every node of the compose file runs with.
@@ -241,12 +243,18 @@ func variantEnv(t *testing.T) []string {
 
 // toolEnvProblems: a node whose environment sets a variable a variant
 // matches has the tool, which reads the variable; the sandbox passes it
-// only when -tool-env names it (NAME, or PREFIX*).
+// only when -tool-env names it (NAME, or PREFIX*), and the node refuses
+// to start with a -tool-env it does not allow.
 func toolEnvProblems(nodes map[string]node, vars []string) []string {
 	var probs []string
 	for _, s := range sortedNames(nodes) {
 		n := nodes[s]
 		passed := strings.Split(n.flags["tool-env"], ",")
+		if _, ok := n.flags["tool-env"]; ok {
+			if err := registry.CheckToolEnv(passed); err != nil {
+				probs = append(probs, fmt.Sprintf("service %s: the node would not start: %v", s, err))
+			}
+		}
 		for _, v := range vars {
 			if val, ok := n.svc.Environment[v]; !ok || val == nil || *val == "" {
 				continue
@@ -262,13 +270,13 @@ func toolEnvProblems(nodes map[string]node, vars []string) []string {
 	return probs
 }
 
-// TestComposeToolEnv checks that the node with TOOLNODE_SITE passes it to
+// TestComposeToolEnv checks that the node with SITE passes it to
 // its tools, so that `site` prints the site; the control drops -tool-env.
 func TestComposeToolEnv(t *testing.T) {
 	nodes := loadNodes(t, loadProject(t, nil))
 	vars := variantEnv(t)
-	if !slices.Contains(vars, "TOOLNODE_SITE") {
-		t.Fatalf("no tool variant matches TOOLNODE_SITE: %q", vars)
+	if !slices.Contains(vars, "SITE") {
+		t.Fatalf("no tool variant matches SITE: %q", vars)
 	}
 	for _, e := range toolEnvProblems(nodes, vars) {
 		t.Error(e)
@@ -279,5 +287,11 @@ func TestComposeToolEnv(t *testing.T) {
 	}
 	if got := toolEnvProblems(nodes, vars); len(got) == 0 {
 		t.Error("control: nodes without -tool-env pass the check")
+	}
+	// A name the node refuses (its own TOOLNODE_* variables).
+	n := nodes["node4"]
+	n.flags["tool-env"] = "TOOLNODE_SITE"
+	if got := toolEnvProblems(nodes, vars); !slices.ContainsFunc(got, func(e string) bool { return strings.Contains(e, "would not start") }) {
+		t.Errorf("control: -tool-env TOOLNODE_SITE: %q", got)
 	}
 }

@@ -729,4 +729,33 @@ func TestClusterScript(t *testing.T) {
 	if !slices.Equal(script, compose) {
 		t.Errorf("scripts/cluster.sh runs %q, docker-compose.yml has %q", script, compose)
 	}
+
+	// The same roles: the voters, the clients (the nodes that start once
+	// others are ready) and what each passes to its tools.
+	nodes := loadNodes(t, loadProject(t, nil))
+	if v := regexp.MustCompile(`(?m)^VOTERS=(\d*)`).FindSubmatch(b); v == nil || string(v[1]) != strconv.Itoa(composeVoters(t, nodes)) {
+		t.Errorf("scripts/cluster.sh: no VOTERS=%d line, the -voters of docker-compose.yml", composeVoters(t, nodes))
+	}
+	var clients []string
+	for _, s := range sortedNames(nodes) {
+		for _, d := range nodes[s].svc.DependsOn {
+			if d.Condition == types.ServiceConditionHealthy && !slices.Contains(clients, s) {
+				clients = append(clients, s)
+			}
+		}
+	}
+	if c := regexp.MustCompile(`(?m)^CLIENTS="([^"]*)"`).FindSubmatch(b); c == nil || !slices.Equal(strings.Fields(string(c[1])), clients) {
+		t.Errorf("scripts/cluster.sh: no CLIENTS=\"%s\" line: docker-compose.yml starts them once others are ready", strings.Join(clients, " "))
+	}
+	toolEnv := map[string]string{}
+	if body := regexp.MustCompile(`(?s)\ntool_env\(\) \{(.*?)\n\}`).FindSubmatch(b); body != nil {
+		for _, m := range regexp.MustCompile(`(?m)^\s*(\S+)\) echo (\S+) ;;`).FindAllSubmatch(body[1], -1) {
+			toolEnv[string(m[1])] = string(m[2])
+		}
+	}
+	for _, s := range sortedNames(nodes) {
+		if got, want := toolEnv[s], nodes[s].flags["tool-env"]; got != want {
+			t.Errorf("scripts/cluster.sh: %s gets -tool-env %q, docker-compose.yml %q", s, got, want)
+		}
+	}
 }

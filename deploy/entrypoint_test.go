@@ -269,9 +269,16 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// startServe runs the real toolnode serve with a data directory of its
-// own and -metrics metrics; it is stopped with SIGTERM at the test's end.
-func startServe(t *testing.T, bin, name, metrics string, extra ...string) *bytes.Buffer {
+// served is a node started by startServe.
+type served struct {
+	p9, data string
+	log      *bytes.Buffer
+}
+
+// startServe runs the real toolnode serve with directories of its own,
+// -metrics metrics, the tools of tools ("" for none) and env beside HOME
+// and PATH; it is stopped with SIGTERM at the test's end.
+func startServe(t *testing.T, bin, name, metrics, tools string, env []string, extra ...string) served {
 	t.Helper()
 	dir := t.TempDir()
 	for _, d := range []string{"data", "tools", "agents", "home"} {
@@ -279,13 +286,28 @@ func startServe(t *testing.T, bin, name, metrics string, extra ...string) *bytes
 			t.Fatal(err)
 		}
 	}
-	args := append([]string{"serve", "-name", name, "-data", filepath.Join(dir, "data"),
+	if tools != "" {
+		metas, err := filepath.Glob(filepath.Join(tools, "*"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range metas {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "tools", filepath.Base(f)), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	n := served{p9: freeAddr(t), data: filepath.Join(dir, "data"), log: &bytes.Buffer{}}
+	args := append([]string{"serve", "-name", name, "-data", n.data,
 		"-tools", filepath.Join(dir, "tools"), "-agents", filepath.Join(dir, "agents"),
-		"-9p", freeAddr(t), "-gossip", freeAddr(t), "-cluster", freeAddr(t), "-metrics", metrics}, extra...)
+		"-9p", n.p9, "-gossip", freeAddr(t), "-cluster", freeAddr(t), "-metrics", metrics}, extra...)
 	cmd := exec.Command(filepath.Join(bin, "toolnode"), args...)
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + filepath.Join(dir, "home")}
-	var log bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &log, &log
+	cmd.Env = append([]string{"PATH=/usr/bin:/bin", "HOME=" + filepath.Join(dir, "home")}, env...)
+	cmd.Stdout, cmd.Stderr = n.log, n.log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -301,10 +323,10 @@ func startServe(t *testing.T, bin, name, metrics string, extra ...string) *bytes
 			t.Errorf("%s did not stop within 10 s of SIGTERM", name)
 		}
 		if t.Failed() {
-			t.Logf("log of %s:\n%s", name, log.String())
+			t.Logf("log of %s:\n%s", name, n.log.String())
 		}
 	})
-	return &log
+	return n
 }
 
 // TestEntrypointHealth runs the image's health check against real nodes:
@@ -334,13 +356,13 @@ func TestEntrypointHealth(t *testing.T) {
 	}
 
 	boot := freeAddr(t)
-	startServe(t, bin, "h1", boot)
+	startServe(t, bin, "h1", boot, "", nil)
 	if out := poll(boot, "/readyz", true); !strings.Contains(out, "/readyz 200") {
 		t.Errorf("health of a ready node: %s", out)
 	}
 
 	alone := freeAddr(t)
-	startServe(t, bin, "h2", alone, "-join", freeAddr(t))
+	startServe(t, bin, "h2", alone, "", nil, "-join", freeAddr(t))
 	poll(alone, "/healthz", true)
 	out, ok := health(alone, "/readyz")
 	if ok || !strings.Contains(out, "/readyz 503") || !strings.Contains(out, "not ready") {
@@ -351,5 +373,42 @@ func TestEntrypointHealth(t *testing.T) {
 	none := freeAddr(t)
 	if out, ok := health(none, "/readyz"); ok || !strings.Contains(out, "nothing answers on "+none) {
 		t.Errorf("health where nothing listens: ok=%v, %s", ok, out)
+	}
+}
+
+// TestSiteTool runs deploy/tools/site on a real node whose environment
+// has SITE, as compose's node4: with -tool-env SITE the
+// sandboxed tool prints the site; the control, without it, shows the tool
+// listed but printing an empty line, since the sandbox passes tools only
+// the variables it allows.
+func TestSiteTool(t *testing.T) {
+	bin := toolnodeBinary(t)
+	site := func(name string, extra ...string) string {
+		t.Helper()
+		metrics := freeAddr(t)
+		n := startServe(t, bin, name, metrics, "tools", []string{"SITE=edge"}, extra...)
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			var out []byte
+			var err error
+			if tok, rerr := os.ReadFile(filepath.Join(n.data, "admin.token")); rerr == nil {
+				cmd := exec.Command(filepath.Join(bin, "toolnode"), "call", "-a", n.p9, "site", "{}")
+				cmd.Env = []string{"PATH=/usr/bin:/bin", "TOOLNODE_TOKEN=" + strings.TrimSpace(string(tok))}
+				out, err = cmd.CombinedOutput()
+				if err == nil {
+					return string(out)
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: call site: %v, %s", name, err, out)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	if got := site("edge1", "-tool-env", "SITE"); got != "edge\n" {
+		t.Errorf("site with -tool-env SITE: %q, want \"edge\\n\"", got)
+	}
+	if got := site("edge2"); got != "\n" {
+		t.Errorf("control, site without -tool-env: %q, want an empty line", got)
 	}
 }
