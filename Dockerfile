@@ -1,5 +1,3 @@
-# syntax=docker/dockerfile:1
-#
 # One toolnode node per container.
 #
 #   docker build -t toolnode:jq --build-arg WITH_JQ=1 .
@@ -51,7 +49,7 @@ RUN set -eu; \
 COPY --from=build /out/toolnode /usr/local/bin/toolnode
 COPY deploy/entrypoint.sh /usr/local/bin/toolnode-entrypoint
 # The example tools and profiles, plus deploy/tools (tools whose variants
-# depend on the host, e.g. on TOOLNODE_SITE): watched and published by the
+# depend on the host, e.g. on SITE): watched and published by the
 # node, read-only for it.
 COPY examples/tools/ /opt/toolnode/tools/
 COPY deploy/tools/ /opt/toolnode/tools/
@@ -64,18 +62,19 @@ VOLUME ["/var/lib/toolnode"]
 # 9P, Raft and node-to-node, gossip (TCP and UDP).
 EXPOSE 9564/tcp 9565/tcp 7946/tcp 7946/udp
 
-# The client's default address is 127.0.0.1:9564, where -9p 0.0.0.0:9564
-# answers (over TLS with the node's certificate, when the secrets hold one).
-HEALTHCHECK --interval=5s --timeout=3s --start-period=15s --retries=5 \
-	CMD ["toolnode-entrypoint", "health"]
+# Healthy when the node is ready: GET /readyz on -metrics 127.0.0.1:9567,
+# which answers without a token (deploy/entrypoint.sh).
+HEALTHCHECK --interval=5s --timeout=4s --start-period=30s --retries=6 \
+	CMD ["toolnode-entrypoint", "health", "/readyz"]
 
 # The entrypoint passes the gossip key ($TOOLNODE_GOSSIP_KEY, else
 # /etc/toolnode/secrets/gossip.key) in the environment, adds the node's
 # certificates from /etc/toolnode/secrets when they are there, and
 # -advertise "$(hostname)" when no -advertise is given; `secrets NODE...`
-# makes the key and certificates (deploy/entrypoint.sh). Without them a
-# node listening on 0.0.0.0 refuses to start and names the flag it lacks:
-# run the secrets step into a volume mounted at /etc/toolnode/secrets (as
-# docker-compose.yml does), or give your own key and certificates.
+# makes the key and a directory of certificates per node
+# (deploy/entrypoint.sh). Without them a node listening on 0.0.0.0 refuses
+# to start and names the flag it lacks: mount the node's own directory from
+# the secrets step at /etc/toolnode/secrets (as docker-compose.yml does), or
+# give your own key and certificates.
 ENTRYPOINT ["toolnode-entrypoint"]
-CMD ["serve", "-data", "/var/lib/toolnode", "-tools", "/opt/toolnode/tools", "-agents", "/opt/toolnode/agents", "-9p", "0.0.0.0:9564", "-gossip", "0.0.0.0:7946", "-cluster", "0.0.0.0:9565"]
+CMD ["serve", "-data", "/var/lib/toolnode", "-tools", "/opt/toolnode/tools", "-agents", "/opt/toolnode/agents", "-9p", "0.0.0.0:9564", "-gossip", "0.0.0.0:7946", "-cluster", "0.0.0.0:9565", "-metrics", "127.0.0.1:9567"]

@@ -30,7 +30,6 @@ const (
 	// secretsService is the init step that makes the key and certificates;
 	// it is not a node.
 	secretsService = "secrets"
-	secretsVolume  = "secrets"
 	caVolume       = "ca"
 	secretsDir     = "/etc/toolnode/secrets"
 )
@@ -297,9 +296,6 @@ func TestComposeVolumes(t *testing.T) {
 			if _, ok := p.Volumes[v.Source]; !ok {
 				t.Errorf("service %s: volume %s is not declared", s, v.Source)
 			}
-			if v.Source == secretsVolume {
-				continue // shared, read-only: TestComposeSecrets
-			}
 			if other, dup := owner[v.Source]; dup {
 				t.Errorf("services %s and %s share the volume %s", other, s, v.Source)
 			}
@@ -556,187 +552,153 @@ func checkDockerfile(t *testing.T, path string) {
 	}
 }
 
-// TestEntrypoint runs deploy/entrypoint.sh with a stand-in toolnode that
-// prints its arguments.
-func TestEntrypoint(t *testing.T) {
-	sh, err := exec.LookPath("sh")
-	if err != nil {
-		t.Skip("no sh")
-	}
-	script, err := filepath.Abs("entrypoint.sh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := t.TempDir()
-	fake := "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done\n"
-	if err := os.WriteFile(filepath.Join(bin, "toolnode"), []byte(fake), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	run := func(env []string, args ...string) []string {
-		t.Helper()
-		cmd := exec.Command(sh, append([]string{script}, args...)...)
-		cmd.Env = append([]string{"PATH=" + bin + ":/usr/bin:/bin", "HOSTNAME=box"}, env...)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("entrypoint.sh %q: %v\n%s", args, err, out)
-		}
-		return strings.Fields(string(out))
-	}
-	serve := []string{"serve", "-name", "n", "-advertise", "n"}
-	tests := []struct {
-		env  []string
-		args []string
-		want []string
-	}{
-		{nil, serve, serve},
-		{[]string{gossipKeyVar + "="}, serve, serve},
-		// The key goes in the environment, never on the command line.
-		{[]string{gossipKeyVar + "=a2V5"}, serve, serve},
-		{nil, []string{"-name", "n"}, []string{"serve", "-name", "n", "-advertise", "box"}},
-		{nil, []string{"-advertise=x"}, []string{"serve", "-advertise=x"}},
-		{nil, nil, []string{"serve", "-advertise", "box"}},
-		{[]string{gossipKeyVar + "=a2V5"}, []string{"9p", "read", "node"}, []string{"9p", "read", "node"}},
-	}
-	for _, tc := range tests {
-		if got := run(tc.env, tc.args...); !slices.Equal(got, tc.want) {
-			t.Errorf("env %q, entrypoint.sh %q: toolnode %q, want %q", tc.env, tc.args, got, tc.want)
-		}
+// TestComposeSecrets checks that the cluster runs with credentials made
+// at the first start, each node seeing only its own: an init service makes
+// the gossip key and a certificate for every node, each into a volume of
+// that node's; every node waits for it and mounts its own volume, and only
+// that one, read-only; no node mounts the CA's volume.
+func TestComposeSecrets(t *testing.T) {
+	for _, e := range secretsProblems(t, loadProject(t, nil)) {
+		t.Error(e)
 	}
 }
 
-// TestComposeSecrets checks that the cluster runs with credentials made
-// at the first start: an init service makes the gossip key and a
-// certificate for every node; every node waits for it, mounts the secrets
-// read-only, and none mounts the CA's key.
-func TestComposeSecrets(t *testing.T) {
+// TestComposeSecretsControl shows that TestComposeSecrets sees a node
+// that mounts another node's key, and one shared volume of every key.
+func TestComposeSecretsControl(t *testing.T) {
 	p := loadProject(t, nil)
+	n2 := p.Services["node2"]
+	n2.Volumes = append(n2.Volumes, types.ServiceVolumeConfig{Type: types.VolumeTypeVolume, Source: "node1-secrets", Target: "/mnt", ReadOnly: true})
+	p.Services["node2"] = n2
+	if got := secretsProblems(t, p); !slices.ContainsFunc(got, func(e string) bool { return strings.Contains(e, `mounted by ["node1" "node2"]`) }) {
+		t.Errorf("node2 mounting node1's volume: %q", got)
+	}
+
+	p = loadProject(t, nil)
+	init := p.Services[secretsService]
+	init.Volumes = append(init.Volumes, types.ServiceVolumeConfig{Type: types.VolumeTypeVolume, Source: "all", Target: secretsDir})
+	p.Services[secretsService] = init
+	for s, svc := range p.Services {
+		if s == secretsService {
+			continue
+		}
+		for i, v := range svc.Volumes {
+			if v.Target == secretsDir {
+				svc.Volumes[i].Source = "all"
+			}
+		}
+	}
+	if got := secretsProblems(t, p); len(got) < len(p.Services)-1 {
+		t.Errorf("one secrets volume shared by every node: %q", got)
+	}
+}
+
+// secretsProblems says what in p breaks the promises of TestComposeSecrets.
+func secretsProblems(t *testing.T, p *types.Project) []string {
+	t.Helper()
+	var probs []string
+	bad := func(format string, a ...any) { probs = append(probs, fmt.Sprintf(format, a...)) }
 	nodes := loadNodes(t, p)
 	init, ok := p.Services[secretsService]
 	if !ok {
-		t.Fatalf("no service %s", secretsService)
+		bad("no service %s", secretsService)
+		return probs
 	}
 	if len(init.Command) == 0 || init.Command[0] != "secrets" {
-		t.Fatalf("service %s: command %q, want the entrypoint's secrets step", secretsService, init.Command)
+		bad("service %s: command %q, want the entrypoint's secrets step", secretsService, init.Command)
+		return probs
 	}
-	for _, s := range sortedNames(nodes) {
-		name := nodes[s].flags["name"]
-		if !slices.Contains(init.Command[1:], name) {
-			t.Errorf("service %s: %s makes no certificate for node %s", s, secretsService, name)
-		}
+	if v := init.Environment["TOOLNODE_SECRETS"]; v == nil || *v != secretsDir {
+		bad("service %s: TOOLNODE_SECRETS = %v, want %s", secretsService, v, secretsDir)
 	}
-	mounts := func(svc types.ServiceConfig, vol string) (types.ServiceVolumeConfig, bool) {
-		for _, v := range svc.Volumes {
-			if v.Type == types.VolumeTypeVolume && v.Source == vol {
-				return v, true
+	// Docker makes a volume mounted where the image has no directory
+	// owned by root: the init step writes them as root and hands each to
+	// the user the nodes run as.
+	if init.User != "0" && init.User != "0:0" && init.User != "root" {
+		bad("service %s runs as %q: it cannot write the volumes Docker makes for root", secretsService, init.User)
+	}
+	imageUser := dockerfileUser(t, filepath.Join(repoRoot(t), "Dockerfile"))
+	if v := init.Environment["TOOLNODE_SECRETS_OWNER"]; v == nil || strings.Split(*v, ":")[0] != imageUser {
+		bad("service %s: TOOLNODE_SECRETS_OWNER = %v, want the image's user %s", secretsService, v, imageUser)
+	}
+	initMounts := map[string]types.ServiceVolumeConfig{} // volume → the init's mount
+	for _, v := range init.Volumes {
+		if v.Type == types.VolumeTypeVolume {
+			initMounts[v.Source] = v
+			if v.ReadOnly {
+				bad("service %s: volume %s is read-only", secretsService, v.Source)
 			}
 		}
-		return types.ServiceVolumeConfig{}, false
 	}
-	if v, ok := mounts(init, secretsVolume); !ok || v.ReadOnly || v.Target != secretsDir {
-		t.Errorf("service %s: volume %s at %+v, want it writable at %s", secretsService, secretsVolume, v, secretsDir)
+	if _, ok := initMounts[caVolume]; !ok {
+		bad("service %s does not keep the CA in volume %s", secretsService, caVolume)
 	}
-	if _, ok := mounts(init, caVolume); !ok {
-		t.Errorf("service %s does not keep the CA in volume %s", secretsService, caVolume)
-	}
+	mountedBy := map[string][]string{} // an init volume → the nodes that mount it
 	for _, s := range sortedNames(nodes) {
 		n := nodes[s]
+		name := n.flags["name"]
+		if !slices.Contains(init.Command[1:], name) {
+			bad("service %s: %s makes no certificate for node %s", s, secretsService, name)
+		}
 		if d, ok := n.svc.DependsOn[secretsService]; !ok || d.Condition != types.ServiceConditionCompletedSuccessfully {
-			t.Errorf("service %s: does not wait for %s to complete (%+v)", s, secretsService, d)
+			bad("service %s: does not wait for %s to complete (%+v)", s, secretsService, d)
 		}
-		if v, ok := mounts(n.svc, secretsVolume); !ok || !v.ReadOnly || v.Target != secretsDir {
-			t.Errorf("service %s: volume %s at %+v, want it read-only at %s", s, secretsVolume, v, secretsDir)
+		own := ""
+		for _, v := range n.svc.Volumes {
+			if v.Type != types.VolumeTypeVolume {
+				continue
+			}
+			im, fromInit := initMounts[v.Source]
+			if !fromInit {
+				continue
+			}
+			mountedBy[v.Source] = append(mountedBy[v.Source], s)
+			switch {
+			case v.Source == caVolume:
+				bad("service %s mounts the CA's key (volume %s)", s, caVolume)
+			case im.Target != secretsDir+"/"+name:
+				bad("service %s mounts volume %s, where %s writes %s, not node %s's secrets", s, v.Source, secretsService, im.Target, name)
+			case v.Target != secretsDir || !v.ReadOnly:
+				bad("service %s: volume %s at %s (read-only %v), want it read-only at %s", s, v.Source, v.Target, v.ReadOnly, secretsDir)
+			default:
+				own = v.Source
+			}
 		}
-		if _, ok := mounts(n.svc, caVolume); ok {
-			t.Errorf("service %s mounts the CA's key", s)
+		if own == "" {
+			bad("service %s: no volume of %s's %s/%s mounted at %s", s, secretsService, secretsDir, name, secretsDir)
 		}
 		env := n.svc.Environment
 		if v := env["TOOLNODE_SECRETS"]; v == nil || *v != secretsDir {
-			t.Errorf("service %s: TOOLNODE_SECRETS = %v, want %s", s, v, secretsDir)
+			bad("service %s: TOOLNODE_SECRETS = %v, want %s", s, v, secretsDir)
 		}
 		if v := env["TOOLNODE_CA"]; v == nil || *v != secretsDir+"/toolnode-ca.pem" {
-			t.Errorf("service %s: TOOLNODE_CA = %v, want the secrets' CA (the health check's 9P client)", s, v)
+			bad("service %s: TOOLNODE_CA = %v, want the secrets' CA (for a 9P client in the container)", s, v)
 		}
 		// The credentials come from the entrypoint, not the command line.
 		for _, f := range []string{"encrypt", "tls-cert", "insecure"} {
 			if _, ok := n.flags[f]; ok {
-				t.Errorf("service %s: -%s in the command", s, f)
+				bad("service %s: -%s in the command", s, f)
 			}
 		}
 	}
+	for vol, by := range mountedBy {
+		if len(by) > 1 {
+			bad("volume %s of %s is mounted by %q: each node sees only its own key", vol, secretsService, by)
+		}
+	}
+	return probs
 }
 
-// TestEntrypointSecrets runs the entrypoint's secrets step with the real
-// binary, then its serve step with a stand-in that prints its arguments and
-// the key it was given: the node gets the key in its environment and its
-// certificates as flags.
-func TestEntrypointSecrets(t *testing.T) {
-	sh, err := exec.LookPath("sh")
-	if err != nil {
-		t.Skip("no sh")
-	}
-	script, err := filepath.Abs("entrypoint.sh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := t.TempDir()
-	build := exec.Command("go", "build", "-o", filepath.Join(bin, "toolnode"), "../cmd/toolnode")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build toolnode: %v\n%s", err, out)
-	}
-	dir := t.TempDir()
-	secrets, ca := filepath.Join(dir, "secrets"), filepath.Join(dir, "ca")
-	env := []string{"PATH=" + bin + ":/usr/bin:/bin", "HOSTNAME=box", "TOOLNODE_SECRETS=" + secrets, "TOOLNODE_CA_DIR=" + ca}
-	run := func(env []string, args ...string) string {
-		t.Helper()
-		cmd := exec.Command(sh, append([]string{script}, args...)...)
-		cmd.Env = env
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("entrypoint.sh %q: %v\n%s", args, err, out)
-		}
-		return string(out)
-	}
-	run(env, "secrets", "n1", "n2")
-	key, err := os.ReadFile(filepath.Join(secrets, "gossip.key"))
-	if err != nil || len(strings.TrimSpace(string(key))) != 44 {
-		t.Fatalf("gossip.key %q, %v", key, err)
-	}
-	for _, f := range []string{"toolnode-ca.pem", "n1.pem", "n1-key.pem", "n2.pem", "n2-key.pem"} {
-		if _, err := os.Stat(filepath.Join(secrets, f)); err != nil {
-			t.Errorf("secrets: %v", err)
+// dockerfileUser is the user of the Dockerfile's last USER instruction.
+func dockerfileUser(t *testing.T, path string) string {
+	t.Helper()
+	user := ""
+	for _, in := range parseDockerfile(t, path) {
+		if in.cmd == "USER" {
+			user = strings.Fields(in.args)[0]
 		}
 	}
-	if _, err := os.Stat(filepath.Join(secrets, "toolnode-ca-key.pem")); err == nil {
-		t.Error("the CA key is among the nodes' secrets")
-	}
-	// A second run keeps everything.
-	run(env, "secrets", "n1", "n2")
-	if again, _ := os.ReadFile(filepath.Join(secrets, "gossip.key")); string(again) != string(key) {
-		t.Error("a second secrets step replaced the gossip key")
-	}
-
-	fake := t.TempDir()
-	script2 := "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done\nprintf 'KEY=%s\\n' \"$TOOLNODE_GOSSIP_KEY\"\n"
-	if err := os.WriteFile(filepath.Join(fake, "toolnode"), []byte(script2), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	fenv := append([]string{"PATH=" + fake + ":/usr/bin:/bin"}, env[1:]...)
-	got := strings.Fields(run(fenv, "serve", "-name", "n1", "-advertise", "n1"))
-	want := []string{"serve", "-name", "n1", "-advertise", "n1",
-		"-tls-cert", secrets + "/n1.pem", "-tls-key", secrets + "/n1-key.pem", "-tls-ca", secrets + "/toolnode-ca.pem",
-		"-9p-tls-cert", secrets + "/n1.pem", "-9p-tls-key", secrets + "/n1-key.pem",
-		"KEY=" + strings.TrimSpace(string(key))}
-	if !slices.Equal(got, want) {
-		t.Errorf("serve with secrets: toolnode %q, want %q", got, want)
-	}
-	if slices.Contains(got, "-encrypt") {
-		t.Error("the key is on the command line")
-	}
-	// Control: without secrets for its name, the node gets no certificate.
-	got = strings.Fields(run(fenv, "serve", "-name", "n9", "-advertise", "n9"))
-	if slices.Contains(got, "-tls-cert") {
-		t.Errorf("serve of a node without a certificate: %q", got)
-	}
+	return user
 }
 
 // TestClusterScript checks that scripts/cluster.sh parses and runs the
@@ -766,5 +728,34 @@ func TestClusterScript(t *testing.T) {
 	script := strings.Fields(string(m[1]))
 	if !slices.Equal(script, compose) {
 		t.Errorf("scripts/cluster.sh runs %q, docker-compose.yml has %q", script, compose)
+	}
+
+	// The same roles: the voters, the clients (the nodes that start once
+	// others are ready) and what each passes to its tools.
+	nodes := loadNodes(t, loadProject(t, nil))
+	if v := regexp.MustCompile(`(?m)^VOTERS=(\d*)`).FindSubmatch(b); v == nil || string(v[1]) != strconv.Itoa(composeVoters(t, nodes)) {
+		t.Errorf("scripts/cluster.sh: no VOTERS=%d line, the -voters of docker-compose.yml", composeVoters(t, nodes))
+	}
+	var clients []string
+	for _, s := range sortedNames(nodes) {
+		for _, d := range nodes[s].svc.DependsOn {
+			if d.Condition == types.ServiceConditionHealthy && !slices.Contains(clients, s) {
+				clients = append(clients, s)
+			}
+		}
+	}
+	if c := regexp.MustCompile(`(?m)^CLIENTS="([^"]*)"`).FindSubmatch(b); c == nil || !slices.Equal(strings.Fields(string(c[1])), clients) {
+		t.Errorf("scripts/cluster.sh: no CLIENTS=\"%s\" line: docker-compose.yml starts them once others are ready", strings.Join(clients, " "))
+	}
+	toolEnv := map[string]string{}
+	if body := regexp.MustCompile(`(?s)\ntool_env\(\) \{(.*?)\n\}`).FindSubmatch(b); body != nil {
+		for _, m := range regexp.MustCompile(`(?m)^\s*(\S+)\) echo (\S+) ;;`).FindAllSubmatch(body[1], -1) {
+			toolEnv[string(m[1])] = string(m[2])
+		}
+	}
+	for _, s := range sortedNames(nodes) {
+		if got, want := toolEnv[s], nodes[s].flags["tool-env"]; got != want {
+			t.Errorf("scripts/cluster.sh: %s gets -tool-env %q, docker-compose.yml %q", s, got, want)
+		}
 	}
 }

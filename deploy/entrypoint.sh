@@ -2,17 +2,19 @@
 # Entrypoint of the toolnode image.
 #
 #   toolnode-entrypoint secrets NODE...   the compose file's init step: make,
-#       once, what a cluster needs in $TOOLNODE_SECRETS (default
-#       /etc/toolnode/secrets): gossip.key (toolnode keygen), the CA's
-#       certificate toolnode-ca.pem, and NODE.pem / NODE-key.pem for each
-#       NODE (toolnode tls cert). The CA's key stays in $TOOLNODE_CA_DIR
-#       (default /etc/toolnode/ca), which only this step mounts. Files that
-#       exist are kept, so a restart changes nothing.
-#   toolnode-entrypoint health            the image's health check: reads
-#       the node file over 9P (TLS with $TOOLNODE_CA, the node's admin token
-#       from $TOOLNODE_DATA/admin.token when there is one). A node that
-#       joined holds no admin token: without $TOOLNODE_TOKEN it is healthy
-#       when its 9P port answers an attach, refusing it for want of a token.
+#       once, what a cluster needs. In $TOOLNODE_CA_DIR (default
+#       /etc/toolnode/ca), which only this step mounts: the CA
+#       (toolnode tls ca) and the gossip key gossip.key (toolnode keygen).
+#       In $TOOLNODE_SECRETS/NODE (default /etc/toolnode/secrets/NODE) for
+#       each NODE, a directory that NODE alone mounts: a copy of gossip.key
+#       and of the CA's certificate toolnode-ca.pem, and NODE.pem /
+#       NODE-key.pem (toolnode tls cert). Files that exist are kept, so a
+#       restart changes nothing. With $TOOLNODE_SECRETS_OWNER (USER:GROUP)
+#       set, each NODE directory and its files are handed to that owner.
+#   toolnode-entrypoint health [PATH]     the image's health check: an HTTP
+#       GET of PATH (default /readyz) on the node's -metrics listener,
+#       $TOOLNODE_HEALTH_ADDR (default 127.0.0.1:9567); healthy on a 200.
+#       It needs no token: /healthz and /readyz are open.
 #   toolnode-entrypoint [serve] ARGS...   runs `toolnode serve ARGS`, plus
 #       -advertise "$HOSTNAME"            when ARGS have no -advertise (a node
 #                                         bound to 0.0.0.0 needs one);
@@ -20,8 +22,8 @@
 #                                         secrets' gossip.key, passed in the
 #                                         environment (never on the command
 #                                         line, which ps shows);
-#       -tls-cert/-tls-key/-tls-ca and    when the secrets hold NAME.pem for
-#       -9p-tls-cert/-9p-tls-key          the node's -name (default
+#       -tls-cert/-tls-key/-tls-ca and    when $TOOLNODE_SECRETS holds NAME.pem
+#       -9p-tls-cert/-9p-tls-key          for the node's -name (default
 #                                         $HOSTNAME) and ARGS give no -tls-cert;
 #       -join "$TOOLNODE_JOIN"            when TOOLNODE_JOIN is set, unless
 #                                         POD_NAME is TOOLNODE_BOOTSTRAP_POD
@@ -39,37 +41,55 @@ secrets)
 	shift
 	umask 077
 	mkdir -p "$secrets" "$cadir"
-	if [ ! -s "$secrets/gossip.key" ]; then
-		toolnode keygen >"$secrets/gossip.key.tmp"
-		mv "$secrets/gossip.key.tmp" "$secrets/gossip.key"
+	if [ ! -s "$cadir/gossip.key" ]; then
+		toolnode keygen >"$cadir/gossip.key.tmp"
+		mv "$cadir/gossip.key.tmp" "$cadir/gossip.key"
 	fi
 	if [ ! -f "$cadir/toolnode-ca.pem" ]; then
 		toolnode tls ca -dir "$cadir"
 	fi
-	[ -f "$secrets/toolnode-ca.pem" ] || cp "$cadir/toolnode-ca.pem" "$secrets/toolnode-ca.pem"
 	for node in "$@"; do
-		if [ ! -f "$secrets/$node.pem" ]; then
-			toolnode tls cert -node "$node" -dir "$secrets" \
+		case $node in
+		'' | . | .. | */*) echo "secrets: $node is not a node name" >&2 && exit 2 ;;
+		esac
+		dir=$secrets/$node
+		mkdir -p "$dir"
+		chmod 700 "$dir"
+		if [ ! -s "$dir/gossip.key" ]; then
+			cp "$cadir/gossip.key" "$dir/gossip.key.tmp"
+			mv "$dir/gossip.key.tmp" "$dir/gossip.key"
+		fi
+		[ -f "$dir/toolnode-ca.pem" ] || cp "$cadir/toolnode-ca.pem" "$dir/toolnode-ca.pem"
+		if [ ! -f "$dir/$node.pem" ] || [ ! -f "$dir/$node-key.pem" ]; then
+			toolnode tls cert -node "$node" -dir "$dir" \
 				-ca "$cadir/toolnode-ca.pem" -ca-key "$cadir/toolnode-ca-key.pem"
+		fi
+		if [ -n "${TOOLNODE_SECRETS_OWNER:-}" ]; then
+			chown -R "$TOOLNODE_SECRETS_OWNER" "$dir"
 		fi
 	done
 	exit 0
 	;;
 health)
 	shift
-	if [ -z "${TOOLNODE_TOKEN:-}" ] && [ -r "${TOOLNODE_DATA:-/var/lib/toolnode}/admin.token" ]; then
-		TOOLNODE_TOKEN=$(cat "${TOOLNODE_DATA:-/var/lib/toolnode}/admin.token")
-		export TOOLNODE_TOKEN
-	fi
-	if [ -n "${TOOLNODE_TOKEN:-}" ]; then
-		exec toolnode 9p read node
-	fi
-	out=$(toolnode 9p read node 2>&1) && exit 0
-	case $out in
-	*"without a token is refused"*) exit 0 ;;
-	esac
-	printf '%s\n' "$out" >&2
-	exit 1
+	# bash, for its /dev/tcp: the image has no HTTP client. The body says
+	# why a node is not ready; it goes to the health check's log.
+	exec bash -c '
+		addr=$1 path=$2
+		if ! exec 3<>"/dev/tcp/${addr%:*}/${addr##*:}"; then
+			echo "health: nothing answers on $addr (does the node run with -metrics $addr?)" >&2
+			exit 1
+		fi
+		printf "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n" "$path" "$addr" >&3
+		if ! read -r -t 3 _ code _ <&3; then
+			echo "health: $addr did not answer $path" >&2
+			exit 1
+		fi
+		while read -r -t 3 line <&3 && [ ${#line} -gt 1 ]; do :; done
+		printf "%s: %s %s\n" "$addr" "$path" "$code"
+		head -c 4096 <&3
+		[ "$code" = 200 ]
+	' health "${TOOLNODE_HEALTH_ADDR:-127.0.0.1:9567}" "${1:-/readyz}"
 	;;
 -*) set -- serve "$@" ;;
 serve) ;;

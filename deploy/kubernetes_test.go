@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -248,8 +249,22 @@ func TestKubernetesManifests(t *testing.T) {
 				}
 			}
 		}
-		if fl["advertise"] != "$(POD_IP)" {
+		// A server advertises its stable name (TestKubernetesServers); a
+		// node per machine has none, and advertises its IP.
+		if pod.where != pods[0].where && fl["advertise"] != "$(POD_IP)" {
 			t.Errorf("%s: -advertise %q, want $(POD_IP)", pod.where, fl["advertise"])
+		}
+		for _, ref := range []string{"POD_IP", "POD_NAME", "POD_NAMESPACE", "NODE_NAME"} {
+			used := false
+			for _, a := range c.Args {
+				used = used || strings.Contains(a, "$("+ref+")")
+			}
+			for _, e := range c.Env {
+				used = used || strings.Contains(e.Value, "$("+ref+")")
+			}
+			if _, ok := envVar(c, ref); used && !ok {
+				t.Errorf("%s: $(%s) is used but not defined", pod.where, ref)
+			}
 		}
 
 		// Joining: by the headless Service's DNS, on its gossip port.
@@ -334,5 +349,133 @@ func TestKubernetesStrictDecodeRefusesUnknownFields(t *testing.T) {
 	doc := []byte("apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: x\nspec:\n  template:\n    spec:\n      containers:\n        - name: toolnode\n          imagePullPolice: Always\n")
 	if err := yaml.UnmarshalStrict(doc, &appsv1.DaemonSet{}); err == nil || !strings.Contains(err.Error(), "imagePullPolice") {
 		t.Fatalf("a misspelt field decoded without error: %v", err)
+	}
+}
+
+// serverProblems says what in the servers' StatefulSet breaks the promise
+// that a deleted pod comes back under its stable name with its state: an
+// odd number of voters, all of them servers; the pod named by its stable
+// name, advertising its stable DNS name through a headless Service that
+// publishes pods before they are ready; its -data on a claim of its own;
+// and no pod holding the key of the other role's pods.
+func serverProblems(t *testing.T, o *k8sObjects) []string {
+	t.Helper()
+	var probs []string
+	bad := func(format string, a ...any) { probs = append(probs, fmt.Sprintf(format, a...)) }
+	known := serveFlags(t)
+	sts := o.sets[0]
+	where := "StatefulSet " + sts.Name
+	svc := o.services[sts.Spec.ServiceName]
+	if svc == nil || svc.Spec.ClusterIP != corev1.ClusterIPNone {
+		bad("%s: its Service %q is not headless: its pods get no stable DNS names", where, sts.Spec.ServiceName)
+		return probs
+	}
+	if !svc.Spec.PublishNotReadyAddresses {
+		bad("Service %s does not publish not-ready pods: peers cannot resolve a server before the cluster is ready", svc.Name)
+	}
+	c := sts.Spec.Template.Spec.Containers[0]
+	fl := podFlags(t, where, c, known)
+	replicas := int32(1)
+	if sts.Spec.Replicas != nil {
+		replicas = *sts.Spec.Replicas
+	}
+	voters, err := strconv.Atoi(fl["voters"])
+	switch {
+	case err != nil:
+		bad("%s: -voters %q: %v", where, fl["voters"], err)
+	case voters%2 == 0 || voters < 3:
+		bad("%s: -voters %d, want an odd number, at least 3", where, voters)
+	case int32(voters) != replicas:
+		bad("%s: -voters %d and %d replicas: every voter a server pod", where, voters, replicas)
+	}
+	for _, d := range o.daemons {
+		if dfl := podFlags(t, "DaemonSet "+d.Name, d.Spec.Template.Spec.Containers[0], known); dfl["voters"] != fl["voters"] {
+			bad("DaemonSet %s: -voters %q, the servers %q: the leader follows its own", d.Name, dfl["voters"], fl["voters"])
+		}
+	}
+	if e, ok := envVar(c, "POD_NAME"); !ok || e.ValueFrom == nil || e.ValueFrom.FieldRef == nil || e.ValueFrom.FieldRef.FieldPath != "metadata.name" {
+		bad("%s: POD_NAME is not the pod's metadata.name", where)
+	}
+	if fl["name"] != "$(POD_NAME)" {
+		bad("%s: -name %q, want $(POD_NAME), the pod's stable name", where, fl["name"])
+	}
+	if want := "$(POD_NAME)." + svc.Name + ".$(POD_NAMESPACE).svc.cluster.local"; fl["advertise"] != want {
+		bad("%s: -advertise %q, want %s, the pod's stable DNS name", where, fl["advertise"], want)
+	}
+	claims := map[string]bool{}
+	for _, pvc := range sts.Spec.VolumeClaimTemplates {
+		claims[pvc.Name] = true
+	}
+	onClaim := false
+	for _, m := range c.VolumeMounts {
+		if m.MountPath == fl["data"] && claims[m.Name] {
+			onClaim = true
+		}
+	}
+	if !onClaim {
+		bad("%s: -data %q is not on a volume claim of the pod's own", where, fl["data"])
+	}
+	// Keys: the Secrets with a tls.key each role mounts.
+	keys := func(spec corev1.PodSpec) []string {
+		var out []string
+		for _, v := range spec.Volumes {
+			if v.Secret != nil && secretHas(o, v.Secret.SecretName, "tls.key") {
+				out = append(out, v.Secret.SecretName)
+			}
+		}
+		return out
+	}
+	server := keys(sts.Spec.Template.Spec)
+	for _, d := range o.daemons {
+		for _, k := range keys(d.Spec.Template.Spec) {
+			if slices.Contains(server, k) {
+				bad("DaemonSet %s and the servers both mount the key of Secret %s", d.Name, k)
+			}
+		}
+	}
+	return probs
+}
+
+// TestKubernetesServers checks the servers' promises (serverProblems).
+func TestKubernetesServers(t *testing.T) {
+	for _, e := range serverProblems(t, loadK8s(t)) {
+		t.Error(e)
+	}
+}
+
+// TestKubernetesServersControl breaks each promise in memory and sees the
+// check fail: a pod IP advertised (a new pod comes back at an address the
+// others do not know), not-ready pods unpublished, four voters, the
+// servers' key shared with every machine.
+func TestKubernetesServersControl(t *testing.T) {
+	for _, tc := range []struct {
+		name, want string
+		change     func(o *k8sObjects)
+	}{
+		{"pod IP", "stable DNS name", func(o *k8sObjects) {
+			args := o.sets[0].Spec.Template.Spec.Containers[0].Args
+			args[slices.Index(args, "-advertise")+1] = "$(POD_IP)"
+		}},
+		{"not-ready pods unpublished", "not-ready", func(o *k8sObjects) {
+			o.services[o.sets[0].Spec.ServiceName].Spec.PublishNotReadyAddresses = false
+		}},
+		{"four voters", "odd number", func(o *k8sObjects) {
+			args := o.sets[0].Spec.Template.Spec.Containers[0].Args
+			args[slices.Index(args, "-voters")+1] = "4"
+		}},
+		{"one key for all", "both mount", func(o *k8sObjects) {
+			vols := o.daemons[0].Spec.Template.Spec.Volumes
+			for i := range vols {
+				if vols[i].Secret != nil {
+					vols[i].Secret.SecretName = o.sets[0].Spec.Template.Spec.Volumes[0].Secret.SecretName
+				}
+			}
+		}},
+	} {
+		o := loadK8s(t)
+		tc.change(o)
+		if got := serverProblems(t, o); !slices.ContainsFunc(got, func(e string) bool { return strings.Contains(e, tc.want) }) {
+			t.Errorf("%s: the check says %q", tc.name, got)
+		}
 	}
 }

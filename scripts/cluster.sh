@@ -2,16 +2,18 @@
 # cluster.sh: the topology of docker-compose.yml as processes on this
 # machine's loopback, without Docker.
 #
-#   scripts/cluster.sh up       build toolnode, start the nodes, wait until each answers 9P
+#   scripts/cluster.sh up       build toolnode, start the nodes, wait until each is ready
 #   scripts/cluster.sh status   which nodes run; node1's view of the cluster
 #   scripts/cluster.sh down     SIGTERM the nodes (the joiners first) and wait for them
 #   scripts/cluster.sh clean    down, then remove the state directory
 #
-# The nodes, as in docker-compose.yml:
+# The nodes, as in docker-compose.yml, every one with -voters 3 (an odd
+# quorum: the leader keeps three voters and makes the others clients):
 #   node1  jq                         bootstraps the cluster
 #   node2  jq                         -join node1
 #   node3  no jq, no python3          -join node1
-#   node4  no jq, no python3, deploy/env/node4.env (TOOLNODE_SITE=edge)   -join node1
+#   node4  no jq, no python3, deploy/env/node4.env (SITE=edge), -tool-env SITE
+#                                     -join node1, once node1-3 are ready: the client
 # A node "without jq" runs with a PATH made of symbolic links to every
 # command of the caller's PATH except jq and python: its catalog has no
 # json_query, echo or file_* tools.
@@ -38,8 +40,10 @@
 #   TOOLNODE_9P_PORT       9P port of node1 (default 9564); node N uses it + 10*(N-1)
 #   TOOLNODE_GOSSIP_PORT   gossip port of node1 (default 7946), likewise
 #   TOOLNODE_CLUSTER_PORT  cluster port of node1 (default 9565), likewise
+#   TOOLNODE_METRICS_PORT  -metrics port of node1 (default 9567), likewise: /readyz says
+#                          when a node is ready
 #   TOOLNODE_GOSSIP_KEY    gossip key (toolnode keygen) instead of the one made at the first up
-#   TOOLNODE_START_TIMEOUT seconds `up` waits for a node to answer 9P (default 60)
+#   TOOLNODE_START_TIMEOUT seconds `up` waits for a node to be ready (default 60)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -47,10 +51,13 @@ DIR=${TOOLNODE_CLUSTER_DIR:-${TMPDIR:-/tmp}/toolnode-cluster}
 P9_PORT=${TOOLNODE_9P_PORT:-9564}
 GOSSIP_PORT=${TOOLNODE_GOSSIP_PORT:-7946}
 CLUSTER_PORT=${TOOLNODE_CLUSTER_PORT:-9565}
+METRICS_PORT=${TOOLNODE_METRICS_PORT:-9567}
 BIN=$DIR/toolnode
 NODES="node1 node2 node3 node4"
 BOOTSTRAP=node1
-START_TIMEOUT=${TOOLNODE_START_TIMEOUT:-60} # seconds for a node to answer 9P
+VOTERS=3
+CLIENTS="node4" # started once the others are ready, so the voters are the others
+START_TIMEOUT=${TOOLNODE_START_TIMEOUT:-60} # seconds for a node to be ready
 STOP_TIMEOUT=40  # seconds for a node to stop (toolnode gives up after 30)
 
 die() {
@@ -74,6 +81,7 @@ index() {
 p9_port() { echo $((P9_PORT + 10 * $(index "$1"))); }
 gossip_port() { echo $((GOSSIP_PORT + 10 * $(index "$1"))); }
 cluster_port() { echo $((CLUSTER_PORT + 10 * $(index "$1"))); }
+metrics_port() { echo $((METRICS_PORT + 10 * $(index "$1"))); }
 
 has_jq() {
 	case $1 in
@@ -81,6 +89,16 @@ has_jq() {
 	*) return 1 ;;
 	esac
 }
+
+# tool_env NODE: the -tool-env of a node, the variables of its env file
+# that its tools read (deploy/tools/site.meta reads SITE).
+tool_env() {
+	case $1 in
+	node4) echo SITE ;;
+	esac
+}
+
+is_client() { [[ " $CLIENTS " == *" $1 "* ]]; }
 
 # running NODE: its pid file names a live toolnode process started from $BIN.
 running() {
@@ -94,12 +112,21 @@ running() {
 	fi
 }
 
-# admin_data: the data directory whose admin.token the clients present
-# (the bootstrap's: the node that bootstraps a cluster writes the
-# cluster's admin token, a node that joins writes none).
-admin_data() { echo "$DIR/$BOOTSTRAP/data"; }
+# ready NODE: its /readyz answers 200 (a leader, and what it committed
+# applied): an HTTP GET through bash's /dev/tcp, which needs no token.
+ready() {
+	local code
+	{
+		exec 3<>"/dev/tcp/127.0.0.1/$(metrics_port "$1")" &&
+			printf 'GET /readyz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3 &&
+			read -r -t 3 _ code _ <&3
+	} 2>/dev/null || return 1
+	exec 3<&-
+	[[ $code == 200 ]]
+}
 
-answers() { "$BIN" 9p -data "$(admin_data)" "127.0.0.1:$1" read node >/dev/null 2>&1; }
+# token: the bootstrap node's admin token, for a 9P client.
+token() { cat "$DIR/$BOOTSTRAP/data/admin.token" 2>/dev/null; }
 
 # port_busy PORT: something accepts TCP connections on 127.0.0.1:PORT.
 port_busy() { (: <"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -176,28 +203,32 @@ start() {
 	args=(serve -name "$node" -data "$nd/data" -tools "$nd/tools" -agents "$nd/agents"
 		-9p "127.0.0.1:$(p9_port "$node")"
 		-gossip "127.0.0.1:$(gossip_port "$node")"
-		-cluster "127.0.0.1:$(cluster_port "$node")")
+		-cluster "127.0.0.1:$(cluster_port "$node")"
+		-metrics "127.0.0.1:$(metrics_port "$node")" -voters "$VOTERS")
 	if [[ $node != "$BOOTSTRAP" ]]; then
 		args+=(-join "127.0.0.1:$(gossip_port "$BOOTSTRAP")")
+	fi
+	if [[ -n $(tool_env "$node") ]]; then
+		args+=(-tool-env "$(tool_env "$node")")
 	fi
 	args+=(-tls-cert "$sd/$node.pem" -tls-key "$sd/$node-key.pem" -tls-ca "$DIR/ca/toolnode-ca.pem")
 	nohup env -i "${env[@]}" "$BIN" "${args[@]}" >"$nd/log" 2>&1 </dev/null &
 	echo $! >"$nd/pid"
 }
 
-# await NODE...: wait until each node answers 9P; fail when one exits.
+# await NODE...: wait until each node is ready; fail when one exits.
 await() {
 	local node deadline=$((SECONDS + START_TIMEOUT))
 	for node in "$@"; do
-		until answers "$(p9_port "$node")"; do
+		until ready "$node"; do
 			if ! running "$node"; then
 				printf 'cluster.sh: %s exited; the end of %s:\n' "$node" "$DIR/$node/log" >&2
 				tail -n 20 "$DIR/$node/log" >&2 || true
 				return 1
 			fi
 			if ((SECONDS >= deadline)); then
-				printf 'cluster.sh: %s does not answer 9P on 127.0.0.1:%s after %ss (log %s)\n' \
-					"$node" "$(p9_port "$node")" "$START_TIMEOUT" "$DIR/$node/log" >&2
+				printf 'cluster.sh: %s is not ready (http://127.0.0.1:%s/readyz) after %ss (log %s)\n' \
+					"$node" "$(metrics_port "$node")" "$START_TIMEOUT" "$DIR/$node/log" >&2
 				return 1
 			fi
 			sleep 0.2
@@ -206,13 +237,13 @@ await() {
 }
 
 up() {
-	local node port path others=()
+	local node port path others=() clients=()
 	for node in $NODES; do
 		! running "$node" || die "$node is already running (pid $(<"$DIR/$node/pid")): scripts/cluster.sh down first"
 	done
 	for node in $NODES; do
-		for port in "$(p9_port "$node")" "$(gossip_port "$node")" "$(cluster_port "$node")"; do
-			! port_busy "$port" || die "port $port ($node) is in use: set TOOLNODE_9P_PORT, TOOLNODE_GOSSIP_PORT, TOOLNODE_CLUSTER_PORT"
+		for port in "$(p9_port "$node")" "$(gossip_port "$node")" "$(cluster_port "$node")" "$(metrics_port "$node")"; do
+			! port_busy "$port" || die "port $port ($node) is in use: set TOOLNODE_9P_PORT, TOOLNODE_GOSSIP_PORT, TOOLNODE_CLUSTER_PORT, TOOLNODE_METRICS_PORT"
 		done
 	done
 	mkdir -p "$DIR"
@@ -223,7 +254,11 @@ up() {
 	nojq=$(nojq_path)
 	for node in $NODES; do
 		prepare "$node"
-		[[ $node == "$BOOTSTRAP" ]] || others+=("$node")
+		if is_client "$node"; then
+			clients+=("$node")
+		elif [[ $node != "$BOOTSTRAP" ]]; then
+			others+=("$node")
+		fi
 	done
 	path_of() { if has_jq "$1"; then echo "$PATH"; else echo "$nojq"; fi; }
 
@@ -239,24 +274,34 @@ up() {
 		down
 		exit 1
 	}
+	# The clients join once the voters are ready: the leader gives the
+	# voters' places to the nodes it sees first.
+	for node in "${clients[@]}"; do
+		start "$node" "$(path_of "$node")"
+	done
+	await "${clients[@]}" || {
+		down
+		exit 1
+	}
 
 	echo
 	for node in $NODES; do
-		printf '%-6s 9P 127.0.0.1:%-5s gossip 127.0.0.1:%-5s cluster 127.0.0.1:%-5s %-6s log %s\n' \
-			"$node" "$(p9_port "$node")" "$(gossip_port "$node")" "$(cluster_port "$node")" \
+		printf '%-6s 9P 127.0.0.1:%-5s gossip 127.0.0.1:%-5s cluster 127.0.0.1:%-5s metrics 127.0.0.1:%-5s %-6s log %s\n' \
+			"$node" "$(p9_port "$node")" "$(gossip_port "$node")" "$(cluster_port "$node")" "$(metrics_port "$node")" \
 			"$(has_jq "$node" && echo jq || echo no-jq)" "$DIR/$node/log"
 	done
 	# status and down find this cluster by the same variables: the hint
 	# carries those that were set, or it would show another cluster.
 	local again=scripts/cluster.sh v
-	for v in TOOLNODE_CLUSTER_PORT TOOLNODE_GOSSIP_PORT TOOLNODE_9P_PORT TOOLNODE_CLUSTER_DIR; do
+	for v in TOOLNODE_METRICS_PORT TOOLNODE_CLUSTER_PORT TOOLNODE_GOSSIP_PORT TOOLNODE_9P_PORT TOOLNODE_CLUSTER_DIR; do
 		[[ -z ${!v:-} ]] || again="$v=${!v} $again"
 	done
 	cat <<-MSG
 
-		  $BIN 9p -data $(admin_data) 127.0.0.1:$(p9_port "$BOOTSTRAP") read cluster/members
-		  $BIN 9p -data $(admin_data) 127.0.0.1:$(p9_port node3) read t/idx
-		  TOOLNODE_ADDR=127.0.0.1:$(p9_port node4) $BIN call -data $(admin_data) site
+		  export TOOLNODE_TOKEN=\$(cat $DIR/$BOOTSTRAP/data/admin.token)
+		  $BIN 9p 127.0.0.1:$(p9_port "$BOOTSTRAP") read cluster/members
+		  $BIN 9p 127.0.0.1:$(p9_port node3) read t/idx
+		  $BIN call -a 127.0.0.1:$(p9_port node4) site '{}'
 		  $again status
 		  $again down
 	MSG
@@ -296,11 +341,17 @@ stop() {
 }
 
 down() {
-	local node others=()
+	local node others=() clients=()
 	for node in $NODES; do
-		[[ $node == "$BOOTSTRAP" ]] || others+=("$node")
+		if is_client "$node"; then
+			clients+=("$node")
+		elif [[ $node != "$BOOTSTRAP" ]]; then
+			others+=("$node")
+		fi
 	done
-	# The joiners leave first, so the bootstrap node sees them go.
+	# The clients, then the other joiners leave first, so the bootstrap
+	# node sees them go.
+	stop "${clients[@]}"
 	stop "${others[@]}"
 	stop "$BOOTSTRAP"
 }
@@ -311,16 +362,16 @@ status() {
 		if ! running "$node"; then
 			printf '%-6s stopped\n' "$node"
 			bad=1
-		elif answers "$(p9_port "$node")"; then
-			printf '%-6s running, pid %s, 9P 127.0.0.1:%s\n' "$node" "$(<"$DIR/$node/pid")" "$(p9_port "$node")"
+		elif ready "$node"; then
+			printf '%-6s ready, pid %s, 9P 127.0.0.1:%s\n' "$node" "$(<"$DIR/$node/pid")" "$(p9_port "$node")"
 		else
-			printf '%-6s running, pid %s, but 9P 127.0.0.1:%s does not answer\n' "$node" "$(<"$DIR/$node/pid")" "$(p9_port "$node")"
+			printf '%-6s running, pid %s, but not ready (http://127.0.0.1:%s/readyz)\n' "$node" "$(<"$DIR/$node/pid")" "$(metrics_port "$node")"
 			bad=1
 		fi
 	done
-	if [[ -x $BIN ]] && answers "$(p9_port "$BOOTSTRAP")"; then
+	if [[ -x $BIN ]] && ready "$BOOTSTRAP"; then
 		printf '\ncluster/members of %s:\n' "$BOOTSTRAP"
-		"$BIN" 9p -data "$(admin_data)" "127.0.0.1:$(p9_port "$BOOTSTRAP")" read cluster/members || bad=1
+		TOOLNODE_TOKEN=${TOOLNODE_TOKEN:-$(token)} "$BIN" 9p "127.0.0.1:$(p9_port "$BOOTSTRAP")" read cluster/members || bad=1
 	fi
 	return "$bad"
 }
