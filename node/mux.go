@@ -188,9 +188,12 @@ func (n *Node) ServeClusterConn(c net.Conn) {
 	c.SetDeadline(time.Now().Add(handshakeTimeout))
 	// The TLS handshake (mutual TLS, or the gossip key's) completes before
 	// anything of a protocol is read: a peer without the credential is
-	// closed here, and no handler sees it.
+	// closed here, and no handler sees it. The handshake is bounded by its
+	// deadline, not by the node's context: a stopping server still takes
+	// the new leader's connections until Raft has removed it (stop.go),
+	// and the mux's close ends what is left.
 	if tc := tlsConn(c); tc != nil {
-		ctx, cancel := context.WithTimeout(n.ctx, handshakeTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), handshakeTimeout)
 		err := tc.HandshakeContext(ctx)
 		cancel()
 		if err != nil {

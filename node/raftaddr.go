@@ -35,20 +35,35 @@ type hostAddr string
 func (a hostAddr) Network() string { return "tcp" }
 func (a hostAddr) String() string  { return string(a) }
 
-// gossipAddrs is the transport's raft.ServerAddressProvider.
+// gossipAddrs is the transport's raft.ServerAddressProvider: this node's
+// own address for itself, the cluster address gossip reports for a live
+// member, else the address in Raft's configuration (a member that left or
+// died, gossip not started yet). It answers an error, which Raft logs as
+// a warning at every dial, only for a server it knows nowhere.
 type gossipAddrs struct{ n *Node }
 
 func (g gossipAddrs) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
-	c := g.n.gossip
-	if c == nil {
-		return "", errors.New("gossip has not started")
+	n := g.n
+	if string(id) == n.cfg.Name && n.transport != nil {
+		return n.transport.LocalAddr(), nil
 	}
-	for _, m := range c.Members() {
-		if m.Name == string(id) && m.State == "alive" && m.Meta.Cluster != "" {
-			return raft.ServerAddress(m.Meta.Cluster), nil
+	if c := n.gossip; c != nil {
+		for _, m := range c.Members() {
+			if m.Name == string(id) && m.State == "alive" && m.Meta.Cluster != "" {
+				return raft.ServerAddress(m.Meta.Cluster), nil
+			}
 		}
 	}
-	return "", fmt.Errorf("gossip knows no live %s", id)
+	if r := n.raftNode(); r != nil {
+		if f := r.GetConfiguration(); f.Error() == nil {
+			for _, s := range f.Configuration().Servers {
+				if s.ID == id {
+					return s.Address, nil
+				}
+			}
+		}
+	}
+	return "", fmt.Errorf("neither gossip nor Raft's configuration knows server %s", id)
 }
 
 // PeersFile is the recovery file in the Raft directory (DATA/raft).

@@ -20,7 +20,7 @@ import (
 // others notice the node gone by failure detection instead of by its
 // leave. Nothing acknowledged depends on it: the log is synced at each
 // append. Each step is logged at debug level ("stop: STEP").
-const stopGrace = 3500 * time.Millisecond
+const stopGrace = 4400 * time.Millisecond
 
 // handoverMax bounds the leadership transfer within the budget: a
 // transfer waits for the target to catch up and win an election, about
@@ -28,8 +28,10 @@ const stopGrace = 3500 * time.Millisecond
 const handoverMax = 1500 * time.Millisecond
 
 // leaveDrain bounds how long a leaving server waits for the leader to
-// take it out of Raft's configuration.
-const leaveDrain = 1500 * time.Millisecond
+// take it out of Raft's configuration (within what stopGrace leaves):
+// with two voters the removal needs this node's vote, and a node gone
+// before it commits leaves the other without a quorum.
+const leaveDrain = 3 * time.Second
 
 // Close stops the node in the order above.
 func (n *Node) Close() error {
@@ -62,8 +64,9 @@ func (n *Node) Close() error {
 			n.rep.hub.Close()
 		}
 		if n.gossip != nil {
-			// Leave takes up to 1.75 times its timeout (cluster.Leave).
-			if err := n.gossip.Leave(left(2*time.Second) * 4 / 7); err != nil {
+			// Leave takes up to 1.75 times its timeout (cluster.Leave):
+			// at most 1.5 s here.
+			if err := n.gossip.Leave(left(1500*time.Millisecond) * 4 / 7); err != nil {
 				n.warnf("gossip leave: %v", err)
 			}
 			steps.step("left gossip")
