@@ -513,19 +513,23 @@ func (n *Node) startGossip() error {
 	join := n.cfg.Join
 	if len(join) == 0 {
 		// A restarted member finds the cluster again through the peers it
-		// last knew.
-		join = n.loadPeers()
-	}
-	if len(join) > 0 {
-		if _, err := g.Join(join); err != nil {
-			if len(n.cfg.Join) > 0 {
-				n.logger.Printf("[WARN] join %s: %v; trying again in the background", strings.Join(join, ","), err)
-				n.wg.Add(1)
-				go n.retryJoin(join)
-				return nil
-			}
-			n.logger.Printf("none of the last known peers (%s) answered; waiting to be joined", strings.Join(join, ","))
+		// last knew, in the background: after a restart on new addresses
+		// none of them answers, and each costs a dial timeout that must not
+		// hold up the start (the others find this node through -join, or
+		// through it).
+		if peers := n.loadPeers(); len(peers) > 0 {
+			go func() {
+				if _, err := g.Join(peers); err != nil && n.ctx.Err() == nil {
+					n.logger.Printf("none of the last known peers (%s) answered; waiting to be joined", strings.Join(peers, ","))
+				}
+			}()
 		}
+		return nil
+	}
+	if _, err := g.Join(join); err != nil {
+		n.logger.Printf("[WARN] join %s: %v; trying again in the background", strings.Join(join, ","), err)
+		n.wg.Add(1)
+		go n.retryJoin(join)
 	}
 	return nil
 }
