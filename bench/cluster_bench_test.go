@@ -213,8 +213,19 @@ func childEnv(extra ...string) []string {
 		}
 		out = append(out, kv)
 	}
+	// A cluster of several nodes needs a credential: every benchmark
+	// node gets the same gossip key (a leg's own -encrypt wins).
+	out = append(out, "TOOLNODE_GOSSIP_KEY="+benchGossipKey)
 	return append(out, extra...)
 }
+
+// benchGossipKey is the gossip key of the benchmarks' clusters.
+var benchGossipKey = base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{0x42}, 32))
+
+// benchAnon are the flags every benchmark node runs with: its 9P
+// clients attach without a token, as admin, on loopback. A token's
+// attach costs what BenchmarkAttach measures, once a connection.
+var benchAnon = []string{"-9p-anon", "admin"}
 
 // waitLog waits until the process's output has sub.
 func waitLog(p *proc, sub string, d time.Duration) error {
@@ -421,7 +432,7 @@ func (c *tcluster) start(n *tnode) {
 	if len(n.join) > 0 {
 		args = append(args, "-join", strings.Join(n.join, ","))
 	}
-	args = append(args, c.extra...)
+	args = append(append(args, benchAnon...), c.extra...)
 	if c.per != nil {
 		args = append(args, c.per(n)...)
 	}

@@ -94,10 +94,10 @@ func startMeta(i int) []byte {
 // nodeArgs are the flags of a lone node on fresh loopback ports.
 func nodeArgs(tb testing.TB, data, tools, agents string) (args []string, p9addr string) {
 	ports := testport.Pick(tb, 3)
-	return []string{
+	return append([]string{
 		"-name", "bench", "-data", data, "-tools", tools, "-agents", agents,
 		"-9p", ports[0], "-gossip", ports[1], "-cluster", ports[2],
-	}, ports[0]
+	}, benchAnon...), ports[0]
 }
 
 // waitIdx polls addr until t/idx lists want tools, and returns when.
