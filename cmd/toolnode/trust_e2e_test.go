@@ -10,8 +10,11 @@ package main
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -518,4 +521,52 @@ func Test_E2E_Trust_MCPChecksFirst(t *testing.T) {
 	if !strings.Contains(string(b), `"who":"bob","action":"mcp-session"`) {
 		t.Errorf("bob's refusals are not audited under his name:\n%s", b)
 	}
+}
+
+// 400 idle TCP connections that never start TLS do not use up the
+// cluster port's 256 connection slots: each authenticated connection
+// after them (mutual TLS with a certificate of the cluster's CA) still
+// gets its ping answered. (The build before this change, run by hand
+// the same way, refused 20 of 20.)
+func Test_E2E_Trust_IdleConnectionsTakeNoSlots(t *testing.T) {
+	t.Parallel()
+	ca := newTestCA(t, "slots CA")
+	n := newCnode(t, "slots").withTLS(t, ca)
+	n.start(t)
+	var idle []net.Conn
+	defer func() {
+		for _, c := range idle {
+			c.Close()
+		}
+	}()
+	for range 400 {
+		c, err := net.DialTimeout("tcp", n.e.cluster, 3*time.Second)
+		if err != nil {
+			t.Fatalf("idle connection %d: %v", len(idle)+1, err)
+		}
+		idle = append(idle, c)
+	}
+	cert, key := ca.issue(t, t.TempDir(), "peer")
+	pair, err := tls.LoadX509KeyPair(cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.cert)
+	conf := &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, ServerName: "slots", MinVersion: tls.VersionTLS12}
+	mode := dialMode{"mtls", func(addr string) (net.Conn, error) {
+		d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: 3 * time.Second}, Config: conf}
+		return d.Dial("tcp", addr)
+	}}
+	failed := 0
+	for i := range 20 {
+		if err := attackPing(mode, n.e.cluster); err != nil {
+			failed++
+			t.Logf("authenticated ping %d: %v", i+1, err)
+		}
+	}
+	if failed > 0 {
+		t.Fatalf("%d of 20 authenticated connections were refused beside 400 idle ones", failed)
+	}
+	n.p.waitLog(t, 10*time.Second, "cluster port:", "closed for newer ones")
 }
