@@ -9,11 +9,14 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
 
+	"github.com/toolnode/toolnode/acl"
+	"github.com/toolnode/toolnode/p9"
 	"github.com/toolnode/toolnode/raftfsm"
 )
 
@@ -37,8 +40,13 @@ const maxForward = 4*publishBatchBytes/3 + 2<<20
 const maxFwdResponse = 1 << 20
 
 type fwdRequest struct {
-	Cmd  []byte `json:"cmd"`
-	Read bool   `json:"read,omitempty"` // a ReadIndex: no Cmd (readindex.go)
+	Cmd []byte `json:"cmd"`
+	// Token is the caller's token, sent with a token change only (the
+	// port is authenticated): the leader resolves it and authorizes the
+	// change against its role, since a member's credential alone mints
+	// nothing (forwardedAllowed).
+	Token string `json:"token,omitempty"`
+	Read  bool   `json:"read,omitempty"` // a ReadIndex: no Cmd (readindex.go)
 	// From and Addr are the sender's Raft server ID and address, and
 	// Applied the index its FSM has applied: the leader sends it a commit
 	// notice there (notice.go). Empty: no notice.
@@ -224,6 +232,8 @@ func (n *Node) forwarded(req fwdRequest, from string) (fwdResponse, uint64) {
 	var resp fwdResponse
 	if !n.leading() {
 		resp.Err, resp.Kind = "this node is no longer the leader", "notleader"
+	} else if err := n.forwardedAllowed(req, from); err != nil {
+		resp.Err, resp.Kind = err.Error(), errKind(err)
 	} else if r, index, err := n.applyHere(req.Cmd, applyTimeout, "node at "+from); err != nil {
 		resp.Err, resp.Kind = err.Error(), errKind(err)
 	} else {
@@ -311,6 +321,11 @@ var errUnsent = errors.New("not sent")
 
 // forward sends one command to the leader at addr and returns its answer.
 func (n *Node) forward(addr string, cmd []byte, timeout time.Duration) (fwdResponse, error) {
+	return n.forwardAs(addr, cmd, timeout, "")
+}
+
+// forwardAs is forward carrying the caller's token.
+func (n *Node) forwardAs(addr string, cmd []byte, timeout time.Duration, token string) (fwdResponse, error) {
 	var resp fwdResponse
 	c := n.fwd.get(addr)
 	if c == nil {
@@ -320,7 +335,7 @@ func (n *Node) forward(addr string, cmd []byte, timeout time.Duration) (fwdRespo
 		}
 	}
 	c.SetDeadline(time.Now().Add(timeout))
-	if err := writeMsg(c, n.fwdRequest(fwdRequest{Cmd: cmd})); err != nil {
+	if err := writeMsg(c, n.fwdRequest(fwdRequest{Cmd: cmd, Token: token})); err != nil {
 		c.Close()
 		// A pooled connection the leader closed fails here, before the
 		// command was read: safe to retry on a fresh one.
@@ -333,4 +348,36 @@ func (n *Node) forward(addr string, cmd []byte, timeout time.Duration) (fwdRespo
 	c.SetDeadline(time.Time{})
 	n.fwd.put(addr, c)
 	return resp, nil
+}
+
+// forwardedAllowed is the leader's check of a forwarded write beyond its
+// validity: a change of tokens must carry the token of an admin, which
+// the leader resolves itself (DESIGN §7 "Cluster port": no member
+// credential alone mints a token or changes trust). A refusal is logged
+// and audited under the token's name, or the forwarding node's.
+func (n *Node) forwardedAllowed(req fwdRequest, from string) error {
+	switch raftfsm.TypeOf(req.Cmd) {
+	case raftfsm.CmdPutToken, raftfsm.CmdRevokeToken:
+	default:
+		return nil
+	}
+	who := "node at " + from
+	if req.From != "" {
+		who = "node:" + req.From
+	}
+	var err error
+	switch t, ok := n.fsm.TokenByHash(acl.Hash(req.Token)); {
+	case req.Token == "":
+		err = fmt.Errorf("%w: permission denied: a token change forwarded by %s carries no caller token", raftfsm.ErrInvalid, who)
+	case !ok:
+		err = fmt.Errorf("%w: permission denied: a token change forwarded by %s carries an unknown or revoked token", raftfsm.ErrInvalid, who)
+	case t.Role != p9.RoleAdmin.String():
+		who = t.Name + " via " + strings.TrimPrefix(who, "node:")
+		err = fmt.Errorf("%w: permission denied: needs role admin to change tokens (%s has %s)", raftfsm.ErrInvalid, t.Name, t.Role)
+	default:
+		return nil
+	}
+	n.logger.Printf("refused a forwarded command from %s: %v", who, err)
+	n.record(time.Now(), who, "forwarded-"+raftfsm.TypeOf(req.Cmd).String(), "", err)
+	return err
 }

@@ -19,6 +19,7 @@ import (
 	"9fans.net/go/plan9/client"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolnode/toolnode/acl"
 	"github.com/toolnode/toolnode/mcpbridge"
 )
 
@@ -43,6 +44,11 @@ type mcpServer struct {
 	http *http.Server
 	sdk  *mcp.StreamableHTTPHandler
 
+	// loopback: the listener is on loopback (Host and Origin must name
+	// loopback); else hosts are the names it answers for (mcpcheck.go).
+	loopback bool
+	hosts    map[string]bool
+
 	mu       sync.Mutex
 	sessions map[string]*mcpSession // Mcp-Session-Id →
 
@@ -51,6 +57,7 @@ type mcpServer struct {
 
 type mcpSession struct {
 	token  [32]byte // SHA-256 of the bearer token that made it
+	who    string   // what it counts against (principalKey)
 	bridge *mcpbridge.Bridge
 	conn   *client.Conn
 	ended  chan struct{} // closed when the session ends, however it ends
@@ -85,6 +92,7 @@ func (n *Node) startMCP() error {
 		scheme = "https"
 	}
 	m := &mcpServer{n: n, ln: ln, sessions: map[string]*mcpSession{}}
+	m.loopback, m.hosts = mcpHosts(n.cfg.MCPAddr, tlsConf)
 	m.sdk = mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		s, _ := r.Context().Value(bridgeKey{}).(*mcpSession)
 		if s == nil {
@@ -153,6 +161,27 @@ func (m *mcpServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.sdk.ServeHTTP(w, r)
 		return
 	}
+	key := principalKey(r, token, sum)
+	no := m.checkNew(r, token)
+	if no == nil {
+		no = m.admit(key)
+	}
+	if no != nil {
+		who := "anon@" + strings.TrimPrefix(key, "anon@")
+		if token != "" {
+			who = "token"
+			if t, ok := m.n.fsm.TokenByHash(acl.Hash(token)); ok {
+				who = t.Name
+			}
+		}
+		m.n.logger.Printf("mcp: %s (%s): refused: %v", r.RemoteAddr, who, no.err)
+		m.n.record(time.Now(), who, "mcp-session", r.RemoteAddr, no.err)
+		if no.status == http.StatusUnauthorized {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="toolnode"`)
+		}
+		http.Error(w, no.err.Error(), no.status)
+		return
+	}
 	s, id, err := m.newSession(r, token, sum)
 	if err != nil {
 		m.n.logger.Printf("mcp: %s: %v", r.RemoteAddr, err)
@@ -203,7 +232,7 @@ func (m *mcpServer) newSession(r *http.Request, token string, sum [32]byte) (*mc
 		conn.Close()
 		return nil, "", err
 	}
-	s := &mcpSession{token: sum, conn: conn, ended: make(chan struct{})}
+	s := &mcpSession{token: sum, who: principalKey(r, token, sum), conn: conn, ended: make(chan struct{})}
 	b, err := mcpbridge.New(fsys, mcpbridge.Options{
 		Profile:   r.URL.Query().Get("profile"),
 		SessionID: id,

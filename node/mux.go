@@ -43,6 +43,10 @@ const (
 	DefaultMaxClusterConns = 256
 
 	rejectLogPeriod = 10 * time.Second // excess connections are logged at most this often
+
+	// minPending is the least number of connections that may be in their
+	// handshake at once (a quarter of the cap when that is more).
+	minPending = 16
 )
 
 // portLimits are the cluster port's deadlines (tests shorten them).
@@ -69,13 +73,22 @@ type mux struct {
 	ln   net.Listener
 	raft *muxListener // the connections Raft accepts
 
-	// slots bounds concurrent connections: a connection takes one when
-	// accepted and gives it back when it is closed, whichever protocol
-	// it speaks (Raft's included).
-	slots    chan struct{}
-	rejected atomic.Int64 // connections closed for lack of a slot, not yet logged
-	lastLog  atomic.Int64 // unix nanoseconds of the last rejection log line
-	logf     func(string, ...any)
+	// slots bounds concurrent authenticated connections: a connection
+	// takes one once its handshake is done and its protocol byte read
+	// (promote), and gives it back when it is closed, whichever protocol
+	// it speaks (Raft's included). Until then it is pending: at most
+	// maxPending are, apart from the slots, so connections that never
+	// finish a handshake cannot use up the slots of those that do; a new
+	// connection over that bound closes the oldest pending one, which
+	// has had the most time (each has handshakeTimeout in all).
+	slots      chan struct{}
+	maxPending int
+	pending    []*slotConn  // oldest first; under mu
+	rejected   atomic.Int64 // connections closed for lack of a slot, not yet logged
+	lastLog    atomic.Int64 // unix nanoseconds of the last rejection log line
+	evicted    atomic.Int64 // pending connections closed for newer ones, not yet logged
+	lastEvict  atomic.Int64
+	logf       func(string, ...any)
 
 	// live are the accepted connections still open: closing the mux
 	// closes them, so a peer waiting on one (a Raft pipeline, a kept
@@ -92,11 +105,12 @@ func newMux(ln net.Listener, maxConns int, logf func(string, ...any)) *mux {
 		maxConns = DefaultMaxClusterConns
 	}
 	return &mux{
-		ln:    ln,
-		raft:  &muxListener{addr: ln.Addr(), conns: make(chan net.Conn, 16), done: make(chan struct{})},
-		slots: make(chan struct{}, maxConns),
-		logf:  logf,
-		live:  map[*slotConn]struct{}{},
+		ln:         ln,
+		raft:       &muxListener{addr: ln.Addr(), conns: make(chan net.Conn, 16), done: make(chan struct{})},
+		slots:      make(chan struct{}, maxConns),
+		maxPending: max(maxConns/4, minPending),
+		logf:       logf,
+		live:       map[*slotConn]struct{}{},
 	}
 }
 
@@ -109,22 +123,19 @@ func (m *mux) serve(route func(net.Conn)) {
 			if err != nil {
 				return
 			}
-			select {
-			case m.slots <- struct{}{}:
-			default:
-				m.reject(c)
-				continue
-			}
-			sc := &slotConn{Conn: c}
-			sc.release = func() {
-				m.mu.Lock()
-				delete(m.live, sc)
-				m.mu.Unlock()
-				<-m.slots
-			}
+			sc := &slotConn{Conn: c, m: m, pending: true}
+			var oldest *slotConn
 			m.mu.Lock()
+			if len(m.pending) >= m.maxPending {
+				oldest, m.pending = m.pending[0], m.pending[1:]
+			}
+			m.pending = append(m.pending, sc)
 			m.live[sc] = struct{}{}
 			m.mu.Unlock()
+			if oldest != nil {
+				oldest.Conn.Close() // its handshake fails, and its handler closes it
+				m.noteEvicted(oldest)
+			}
 			c = sc
 			m.wg.Add(1)
 			go func() {
@@ -133,6 +144,20 @@ func (m *mux) serve(route func(net.Conn)) {
 			}()
 		}
 	}()
+}
+
+// noteEvicted logs, at most once per rejectLogPeriod, how many pending
+// connections were closed to make room for newer ones.
+func (m *mux) noteEvicted(c net.Conn) {
+	n := m.evicted.Add(1)
+	now := time.Now().UnixNano()
+	last := m.lastEvict.Load()
+	if now-last < int64(rejectLogPeriod) || !m.lastEvict.CompareAndSwap(last, now) {
+		return
+	}
+	m.evicted.Add(-n)
+	m.logf("cluster port: %d connection(s) still in their handshake closed for newer ones (latest from %s): at most %d may be unauthenticated at once",
+		n, c.RemoteAddr(), m.maxPending)
 }
 
 // reject closes a connection over the cap, logging at most once per
@@ -150,16 +175,63 @@ func (m *mux) reject(c net.Conn) {
 		n, c.RemoteAddr(), cap(m.slots))
 }
 
-// slotConn gives its slot back once when closed.
+// slotConn is an accepted connection: pending until promoted, then
+// holding a slot, which it gives back once when closed.
 type slotConn struct {
 	net.Conn
-	once    sync.Once
-	release func()
+	m    *mux
+	once sync.Once
+	// under m.mu:
+	pending bool
+	closed  bool
+}
+
+// promote moves a connection whose handshake is done from pending into a
+// slot; false when every slot is taken (or it was closed meanwhile).
+func (c *slotConn) promote() bool {
+	m := c.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	if !c.pending {
+		return true
+	}
+	select {
+	case m.slots <- struct{}{}:
+	default:
+		return false
+	}
+	m.unpend(c)
+	return true
+}
+
+// unpend removes c from the pending list (if it is still on it).
+func (m *mux) unpend(c *slotConn) {
+	c.pending = false
+	for i, p := range m.pending {
+		if p == c {
+			m.pending = append(m.pending[:i], m.pending[i+1:]...)
+			return
+		}
+	}
 }
 
 func (c *slotConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(c.release)
+	c.once.Do(func() {
+		m := c.m
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		delete(m.live, c)
+		c.closed = true
+		if c.pending {
+			m.unpend(c)
+		} else {
+			<-m.slots
+		}
+	})
 	return err
 }
 
@@ -205,6 +277,10 @@ func (n *Node) ServeClusterConn(c net.Conn) {
 	if _, err := c.Read(b[:]); err != nil {
 		n.logger.Printf("cluster port: %s sent no protocol byte: %v", c.RemoteAddr(), err)
 		c.Close()
+		return
+	}
+	if sc, ok := c.(*slotConn); ok && !sc.promote() {
+		sc.m.reject(c)
 		return
 	}
 	c.SetDeadline(time.Time{})

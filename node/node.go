@@ -769,6 +769,13 @@ func (n *Node) Name() string { return n.cfg.Name }
 // raftfsm/dedupe.go). With no leader by then it fails with
 // ErrNoLeader. No lock is held across raft.Apply.
 func (n *Node) apply(t raftfsm.CommandType, body any) (raftfsm.Result, error) {
+	return n.applyAs("", t, body)
+}
+
+// applyAs is apply for a caller that attached with token: a token change
+// forwarded to the leader carries it, and the leader authorizes the
+// change against it (forwardedAllowed).
+func (n *Node) applyAs(token string, t raftfsm.CommandType, body any) (raftfsm.Result, error) {
 	data, err := raftfsm.Encode(t, body)
 	if err != nil {
 		return raftfsm.Result{}, err
@@ -778,7 +785,7 @@ func (n *Node) apply(t raftfsm.CommandType, body any) (raftfsm.Result, error) {
 	}
 	deadline := time.Now().Add(applyTimeout)
 	for {
-		r, err := n.applyOnce(t, data, time.Until(deadline))
+		r, err := n.applyOnce(t, data, time.Until(deadline), token)
 		if err == nil || !retryable(err) {
 			return r, err
 		}
@@ -806,7 +813,7 @@ func retryable(err error) bool {
 }
 
 // applyOnce proposes data once: on the leader, or forwarded to it.
-func (n *Node) applyOnce(t raftfsm.CommandType, data []byte, timeout time.Duration) (raftfsm.Result, error) {
+func (n *Node) applyOnce(t raftfsm.CommandType, data []byte, timeout time.Duration, token string) (raftfsm.Result, error) {
 	if n.leading() {
 		r, _, err := n.applyHere(data, timeout, "this node")
 		return r, err
@@ -821,7 +828,7 @@ func (n *Node) applyOnce(t raftfsm.CommandType, data []byte, timeout time.Durati
 		// command may take its time to travel.)
 		wait = min(timeout, fwdAnswerTimeout)
 	}
-	resp, err := n.forward(string(addr), data, wait)
+	resp, err := n.forwardAs(string(addr), data, wait, token)
 	if err != nil {
 		return raftfsm.Result{}, err
 	}

@@ -438,6 +438,6 @@ func proposeBare(n *Node, t raftfsm.CommandType, body any) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	r, err := n.applyOnce(t, data, applyTimeout)
+	r, err := n.applyOnce(t, data, applyTimeout, "")
 	return r.Name, err
 }

@@ -107,7 +107,7 @@ func (n *Node) attach(aname string, remote net.Addr) (p9.Principal, error) {
 	if err != nil {
 		return p9.Principal{}, errBadToken
 	}
-	return p9.Principal{Name: t.Name, Role: r}, nil
+	return p9.Principal{Name: t.Name, Role: r, Secret: aname}, nil
 }
 
 // refused audits a refused attach under who.
@@ -128,7 +128,7 @@ func (n *Node) NewToken(by p9.Principal, name string, role p9.Role) (string, err
 		return "", err
 	}
 	start := time.Now()
-	_, err = n.apply(raftfsm.CmdPutToken, raftfsm.PutToken{
+	_, err = n.applyAs(by.Secret, raftfsm.CmdPutToken, raftfsm.PutToken{
 		Name: name, Role: role.String(), Hash: hash, By: by.Name, Time: nowNano(),
 	})
 	if n.audit != nil {
@@ -157,7 +157,7 @@ func (n *Node) RevokeToken(by p9.Principal, name string) error {
 		return err
 	}
 	start := time.Now()
-	_, err := n.apply(raftfsm.CmdRevokeToken, raftfsm.RevokeToken{Name: name})
+	_, err := n.applyAs(by.Secret, raftfsm.CmdRevokeToken, raftfsm.RevokeToken{Name: name})
 	if n.audit != nil {
 		n.record(start, by.Name, "token-revoke", name, err)
 	}

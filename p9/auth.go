@@ -39,4 +39,8 @@ func ParseRole(s string) (Role, error) {
 type Principal struct {
 	Name string
 	Role Role
+	// Secret is the token it attached with ("" without one), which a
+	// node forwards with a token change so that the leader resolves and
+	// authorizes it itself. Never logged or shown.
+	Secret string
 }

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -269,3 +270,28 @@ func processCPU() time.Duration {
 // idle waits until the Runner's work in the background is done: the calls
 // being made ready and the cleanup after the last answer.
 func (r *Runner) idle() { r.prep.wg.Wait() }
+
+// BenchmarkNetworkRule prices the network confinement of a call without
+// "network": true, side by side with the call as it ran before it (the
+// same tool with "network": true: no network layer), in rounds.
+func BenchmarkNetworkRule(b *testing.B) {
+	if abi, err := SandboxStatus(); err != nil || handledNet(abi) == 0 {
+		b.Skip("no Landlock network rules on this kernel")
+	}
+	r := newTestRunner(b, nil)
+	ctx := context.Background()
+	run := func(b *testing.B, r *Runner, network bool) {
+		m := shTool("")
+		m.Network = network
+		inv := Invocation{Tool: "true", Exec: "/bin/true", Meta: m, Args: benchArgs}
+		for b.Loop() {
+			if _, err := r.Run(ctx, inv); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	for round := range 3 {
+		b.Run("before/round="+strconv.Itoa(round), func(b *testing.B) { run(b, r, true) })
+		b.Run("landlock_tcp+mptcp_filter/round="+strconv.Itoa(round), func(b *testing.B) { run(b, r, false) })
+	}
+}
