@@ -45,9 +45,11 @@ func proxy(args []string) error {
 			logger.Printf("proxy: INSECURE: 9P to %s crosses the network in clear, token included", *to)
 		}
 	}
-	token, err := cred.aname()
-	if err != nil {
-		return err
+	// Only a token given (-token, $TOOLNODE_TOKEN), never the admin token
+	// of a data directory: every client of the proxy acts with it.
+	token := cred.token
+	if token == "" {
+		token = os.Getenv("TOOLNODE_TOKEN")
 	}
 	p, err := p9proxy.New(p9proxy.Options{
 		Dial:  func(ctx context.Context) (net.Conn, error) { return dialNode(ctx, *to, tcfg) },
