@@ -80,6 +80,12 @@ func testReaddress(t *testing.T, byName bool) {
 	}
 	launch := func(h *nsNode, first bool) {
 		e := h.e
+		// The test's 9P clients present the bootstrap node's admin token
+		// (tokenOf), at each node's current address.
+		e.register(nil)
+		if !first {
+			joinedOf.Store(e, hosts[0].e)
+		}
 		args := []string{"netns", "exec", h.ns, binPath, "-name", h.name, "-data", e.data, "-tools", e.tools, "-agents", e.agents}
 		h.p = startCmd(t, h.name, exec.Command("ip", append(args, flags(h, first)...)...), append(lab.environ, "XDG_CONFIG_HOME="+e.config))
 	}
