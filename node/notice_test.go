@@ -35,8 +35,14 @@ func waitAdminTokens(t *testing.T, c *inmemCluster) {
 // stopBroadcast makes leader l tell no server of its commits unasked,
 // from now on while it leads: the variant without the broadcast, for
 // the controls (commit notices to a node that forwarded a write or asked
-// the leader's index still go).
-func stopBroadcast(l *Node) { l.notices.leading.Store(false) }
+// the leader's index still go). The leader loop records the leadership
+// when Raft tells it, which may come after the test saw l lead: it waits
+// for that first, so the record cannot turn the broadcast back on.
+func stopBroadcast(t *testing.T, l *Node) {
+	t.Helper()
+	waitFor(t, l.Name()+"'s leader loop to record its leadership", 10*time.Second, l.notices.leading.Load)
+	l.notices.leading.Store(false)
+}
 
 // heldBack is the control of the commit notices: told nothing, follower f
 // stores the entry of a session written on leader l and does not apply
@@ -88,7 +94,7 @@ func Test_InMem_CommitNotice(t *testing.T) {
 	c := newInmemClusterWith(t, 0, func(cfg *Config) { cfg.CommitTimeout = time.Hour }, "n1", "n2", "n3")
 	all := c.up()
 	l := c.waitLeader(all...)
-	stopBroadcast(l)
+	stopBroadcast(t, l)
 	fs := others(all, l.Name())
 	f, g := c.node(fs[0]), c.node(fs[1])
 	waitAdminTokens(t, c)
@@ -159,7 +165,7 @@ func Test_InMem_CommitBroadcast(t *testing.T) {
 		waitFor(t, "n5 to follow a server", 10*time.Second, func() bool { return client.Ready() == nil })
 
 		if !broadcast {
-			stopBroadcast(l)
+			stopBroadcast(t, l)
 			heldBack(t, l, c.node(others(all, l.Name(), "n4", "n5")[0]), "b")
 			continue
 		}
@@ -216,7 +222,7 @@ func Test_InMem_CommitNoticeChecked(t *testing.T) {
 	c := newInmemClusterWith(t, 0, func(cfg *Config) { cfg.CommitTimeout = time.Hour }, "n1", "n2", "n3")
 	all := c.up()
 	l := c.waitLeader(all...)
-	stopBroadcast(l)
+	stopBroadcast(t, l)
 	f := c.node(others(all, l.Name())[0])
 	waitAdminTokens(t, c)
 

@@ -318,7 +318,8 @@ func (s *Server) Status() (running bool, why error) {
 
 // Call calls the server's tool named tool (its own name) with the JSON
 // arguments args, within ctx's deadline; progress, when not nil, gets the
-// call's progress notifications. A call that outlives its deadline
+// call's progress notifications until the call returns (one that arrives
+// after the answer is dropped). A call that outlives its deadline
 // restarts the server: one that answers no call cannot be trusted with
 // the next.
 func (s *Server) Call(ctx context.Context, tool string, args json.RawMessage, progress Progress) (Result, error) {
