@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -48,9 +47,11 @@ type Config struct {
 	// DefaultProbeInterval.
 	GossipInterval, ProbeInterval time.Duration
 	GossipNodes                   int
-	// ClientProbeInterval is how often a node that is not a Raft server
-	// (Meta.Server unset) probes a member; 0 means
-	// DefaultClientProbeInterval, and a negative value ProbeInterval.
+	// ClientProbeInterval is how often a node that starts as a client
+	// (neither Meta.Server nor Meta.Want set at Start) probes a member; 0
+	// means DefaultClientProbeInterval, and a negative value
+	// ProbeInterval. The interval is fixed for the node's run: a client
+	// made a server later keeps probing at it.
 	ClientProbeInterval time.Duration
 	// Compress compresses every message this node sends (memberlist's
 	// LZW, on in memberlist's defaults). Off: see Start. A node reads
@@ -132,14 +133,10 @@ type Cluster struct {
 	syncAll     bool            // send this node's entries to every live member
 	syncTo      map[string]bool // ... or to these
 
-	bq *memberlist.TransmitLimitedQueue // capability deltas to gossip
-	// gossiper is ml for gossipMsgs, which memberlist's goroutines call
-	// before Start has set ml.
-	gossiper    atomic.Pointer[memberlist.Memberlist]
-	clientProbe time.Duration // how often a client probes (Config.ClientProbeInterval)
-	kick        chan struct{} // wakes syncLoop
-	stop        chan struct{} // closed by Shutdown
-	once        sync.Once
+	bq   *memberlist.TransmitLimitedQueue // capability deltas to gossip
+	kick chan struct{}                    // wakes syncLoop
+	stop chan struct{}                    // closed by Shutdown
+	once sync.Once
 
 	reconnectEvery, reconnectFor time.Duration   // reconnect.go
 	trying                       map[string]bool // members a reconnect is under way to; under mu
@@ -153,29 +150,32 @@ type tracked struct {
 }
 
 // memberlist's timers. Each tick wakes an idle node, and on a virtual
-// machine a wake-up costs more than the work of an idle node. Gossip and
-// probes tick on one grid, so a probe's wake-up carries a gossip round.
+// machine a wake-up costs more than the work of an idle node. memberlist
+// makes its probe and gossip tickers in the same instant, so their ticks
+// fall on one grid and a probe's wake-up carries a gossip round.
 // Gossip runs every 500 ms (memberlist's LAN default is 200 ms, its WAN
 // default 500 ms) to six nodes instead of memberlist's three: a change
 // reaches a hundred nodes in about 0.9 s, ten in 0.3 s
 // (BenchmarkBroadcastSpread), and the alive news of a hundred nodes
-// joining at once goes round twice as fast as at one round a second.
-// Servers probe at memberlist's LAN second.
+// joining at once goes round twice as fast as at one round a second. A
+// gossip tick with nothing queued sends nothing, but it still wakes the
+// process: two wake-ups a second of an idle node are gossip's.
 //
-// memberlist as this package runs it (third_party/memberlist, TOOLNODE.md)
-// gossips only while it has something to send: an idle node's gossip
-// timer does not fire at all (upstream's fires and finds nothing to
-// send), and a queued broadcast wakes it for the next tick. A node that
-// is not a Raft server, a client, probes a member every
-// DefaultClientProbeInterval, on the same grid: in a cluster of a few
-// servers and many clients that cuts most of the probes, which are most
-// of what an idle node does. A probe's timeouts and the suspicion
-// timeouts still scale with ProbeInterval (1 s), and the suspicion
-// timeout (8 s and more at a hundred members) is most of the time to
-// call a crashed member dead; so at twenty members, five of them
-// servers, a crashed client is dead everywhere in 8.3-8.6 s against
-// 8.0-8.8 s with every member probing each second
-// (BenchmarkFailureDetection).
+// Servers probe at memberlist's LAN second. A node that starts as a
+// client probes a member every DefaultClientProbeInterval: in a cluster
+// of a few servers and many clients that cuts most of the probes, which
+// are most of what an idle node does. memberlist takes ProbeInterval at
+// creation and scales from it a probe's wait for indirect acks and the
+// suspicion timeouts this node starts; the servers' run from 1 s, and
+// the first member whose suspicion timeout ends tells every other that
+// the suspect is dead, so while servers probe, a crashed member is called
+// dead about as soon as with every member probing each second
+// (BenchmarkFailureDetection). The interval is chosen once, at Start, by
+// the role the node starts in (Meta.Server or Meta.Want): a client the
+// leader makes a server probes at the client's interval until it
+// restarts. Changing it would mean a new memberlist under the same name
+// and port, its members learned again; a server of a real deployment
+// runs with -server or restarts as one.
 const (
 	DefaultGossipInterval      = 500 * time.Millisecond
 	DefaultGossipNodes         = 6
@@ -215,13 +215,15 @@ func Start(cfg Config) (*Cluster, error) {
 	// compressed or not (gossip fills a packet before compressing it). A
 	// LAN has the bandwidth; Compress turns it back on.
 	mc.EnableCompression = cfg.Compress
-	c := newCluster(mc.Name, cfg.Meta, log.New(out, "", log.LstdFlags))
-	switch c.clientProbe = cfg.ClientProbeInterval; {
-	case c.clientProbe == 0:
-		c.clientProbe = DefaultClientProbeInterval
-	case c.clientProbe < 0:
-		c.clientProbe = mc.ProbeInterval
+	if !cfg.Meta.Server && !cfg.Meta.Want {
+		switch {
+		case cfg.ClientProbeInterval == 0:
+			mc.ProbeInterval = DefaultClientProbeInterval
+		case cfg.ClientProbeInterval > 0:
+			mc.ProbeInterval = cfg.ClientProbeInterval
+		}
 	}
+	c := newCluster(mc.Name, cfg.Meta, log.New(out, "", log.LstdFlags))
 	c.reconnectEvery, c.reconnectFor = cfg.ReconnectInterval, cfg.ReconnectTimeout
 	if c.reconnectEvery <= 0 {
 		c.reconnectEvery = DefaultReconnectInterval
@@ -263,10 +265,6 @@ func Start(cfg Config) (*Cluster, error) {
 		return nil, fmt.Errorf("start gossip on %s: %w", cfg.BindAddr, err)
 	}
 	c.ml = ml
-	c.gossiper.Store(ml)
-	// A broadcast queued before ml was stored here woke no gossip.
-	ml.BroadcastQueued()
-	c.probeForRole(cfg.Meta)
 	c.addr = ml.LocalNode().Address()
 	go c.syncLoop()
 	if c.reconnectFor > 0 {
@@ -422,20 +420,9 @@ func (c *Cluster) SetMeta(m Meta) error {
 	if !changed {
 		return nil
 	}
-	c.probeForRole(m)
 	c.updating.Lock()
 	defer c.updating.Unlock()
 	return c.ml.UpdateNode(5 * time.Second)
-}
-
-// probeForRole sets how often this node probes: a Raft server every
-// ProbeInterval, a client every clientProbe.
-func (c *Cluster) probeForRole(m Meta) {
-	if m.Server {
-		c.ml.SetProbeTick(0)
-	} else {
-		c.ml.SetProbeTick(c.clientProbe)
-	}
 }
 
 // wake signals a goroutine that waits on ch, unless a signal is pending.

@@ -13,9 +13,11 @@ import (
 // until the first member lists it dead, and until every member does (a
 // suspect member is listed alive: memberlist tells no event of it). A cluster of N memberlists on loopback (real UDP and TCP,
 // in this process; TOOLNODE_DETECT_N, default 20), five of them Raft
-// servers and the rest clients, runs in two legs at once: "now", where
-// clients probe every DefaultClientProbeInterval, and "before", where
-// every member probes every DefaultProbeInterval. The legs alternate; each
+// servers and the rest clients, runs in three legs at once: "now", where
+// clients probe every DefaultClientProbeInterval, "before", where every
+// member probes every DefaultProbeInterval, and "promoted", where the
+// servers too probe every DefaultClientProbeInterval, as servers the
+// leader made of clients do until they restart. The legs alternate; each
 // iteration crashes a random client of each. Run with -benchtime Nx.
 func BenchmarkFailureDetection(b *testing.B) {
 	n := 20
@@ -29,6 +31,7 @@ func BenchmarkFailureDetection(b *testing.B) {
 	legs := []benchLeg{
 		{"before", Config{ClientProbeInterval: -1}},
 		{"now", Config{}},
+		{"promoted", Config{ProbeInterval: DefaultClientProbeInterval, ClientProbeInterval: -1}},
 	}
 	clusters := startLegs(b, n, servers, legs)
 	first := make([][]time.Duration, len(legs))

@@ -27,12 +27,11 @@
 // The wire format is in wire.go.
 //
 // An idle node is mostly memberlist's timers (cluster.go, "memberlist's
-// timers"): gossip sleeps while it has nothing to send, and a client (a
-// node whose meta says it is no Raft server) probes a member every
-// DefaultClientProbeInterval, 3 s, where a server probes every second;
-// the suspicion timeouts are the same for both, so a crashed member is
-// called dead as soon. Both need a patched copy of memberlist
-// (third_party/memberlist, TOOLNODE.md).
+// timers"): a gossip round every DefaultGossipInterval, and a probe of a
+// member every second on a node that starts as a Raft server (or asks to
+// be one), every DefaultClientProbeInterval, 3 s, on one that starts as a
+// client. memberlist fixes the interval when it is created, so a client
+// made a server keeps the client's until it restarts.
 //
 // Messages go uncompressed (Config.Compress turns memberlist's LZW back
 // on): memberlist compresses each message with a fresh 64 KiB table, and
