@@ -47,12 +47,6 @@ type Config struct {
 	// DefaultProbeInterval.
 	GossipInterval, ProbeInterval time.Duration
 	GossipNodes                   int
-	// ClientProbeInterval is how often a node that starts as a client
-	// (neither Meta.Server nor Meta.Want set at Start) probes a member; 0
-	// means DefaultClientProbeInterval, and a negative value
-	// ProbeInterval. The interval is fixed for the node's run: a client
-	// made a server later keeps probing at it.
-	ClientProbeInterval time.Duration
 	// Compress compresses every message this node sends (memberlist's
 	// LZW, on in memberlist's defaults). Off: see Start. A node reads
 	// compressed messages either way, so members that differ in it
@@ -159,28 +153,21 @@ type tracked struct {
 // (BenchmarkBroadcastSpread), and the alive news of a hundred nodes
 // joining at once goes round twice as fast as at one round a second. A
 // gossip tick with nothing queued sends nothing, but it still wakes the
-// process: two wake-ups a second of an idle node are gossip's.
+// process.
 //
-// Servers probe at memberlist's LAN second. A node that starts as a
-// client probes a member every DefaultClientProbeInterval: in a cluster
-// of a few servers and many clients that cuts most of the probes, which
-// are most of what an idle node does. memberlist takes ProbeInterval at
-// creation and scales from it a probe's wait for indirect acks and the
-// suspicion timeouts this node starts; the servers' run from 1 s, and
-// the first member whose suspicion timeout ends tells every other that
-// the suspect is dead, so while servers probe, a crashed member is called
-// dead about as soon as with every member probing each second
-// (BenchmarkFailureDetection). The interval is chosen once, at Start, by
-// the role the node starts in (Meta.Server or Meta.Want): a client the
-// leader makes a server probes at the client's interval until it
-// restarts. Changing it would mean a new memberlist under the same name
-// and port, its members learned again; a server of a real deployment
-// runs with -server or restarts as one.
+// Every member, server or client, probes a member every second,
+// memberlist's LAN default, as Consul and serf keep it. memberlist takes
+// ProbeInterval once, at creation, and scales from it a probe's wait for
+// indirect acks and the suspicion timeouts; a role-dependent interval
+// would be fixed by the role a node starts in, and the clients the
+// leader makes servers would keep a client's. At 3 s for every member
+// a crashed one was called dead in 20 s against 8 s at a second
+// (BenchmarkFailureDetection), for 0.04 % of a core saved per idle
+// client (BENCHMARKS.md, "Upstream memberlist and jsonschema, unpatched").
 const (
-	DefaultGossipInterval      = 500 * time.Millisecond
-	DefaultGossipNodes         = 6
-	DefaultProbeInterval       = time.Second
-	DefaultClientProbeInterval = 3 * time.Second
+	DefaultGossipInterval = 500 * time.Millisecond
+	DefaultGossipNodes    = 6
+	DefaultProbeInterval  = time.Second
 )
 
 // ForgetAfter is how long a dead or departed member is still listed.
@@ -215,14 +202,6 @@ func Start(cfg Config) (*Cluster, error) {
 	// compressed or not (gossip fills a packet before compressing it). A
 	// LAN has the bandwidth; Compress turns it back on.
 	mc.EnableCompression = cfg.Compress
-	if !cfg.Meta.Server && !cfg.Meta.Want {
-		switch {
-		case cfg.ClientProbeInterval == 0:
-			mc.ProbeInterval = DefaultClientProbeInterval
-		case cfg.ClientProbeInterval > 0:
-			mc.ProbeInterval = cfg.ClientProbeInterval
-		}
-	}
 	c := newCluster(mc.Name, cfg.Meta, log.New(out, "", log.LstdFlags))
 	c.reconnectEvery, c.reconnectFor = cfg.ReconnectInterval, cfg.ReconnectTimeout
 	if c.reconnectEvery <= 0 {

@@ -27,11 +27,8 @@
 // The wire format is in wire.go.
 //
 // An idle node is mostly memberlist's timers (cluster.go, "memberlist's
-// timers"): a gossip round every DefaultGossipInterval, and a probe of a
-// member every second on a node that starts as a Raft server (or asks to
-// be one), every DefaultClientProbeInterval, 3 s, on one that starts as a
-// client. memberlist fixes the interval when it is created, so a client
-// made a server keeps the client's until it restarts.
+// timers"): a gossip round every DefaultGossipInterval and a probe of a
+// member every DefaultProbeInterval, on every node whatever its role.
 //
 // Messages go uncompressed (Config.Compress turns memberlist's LZW back
 // on): memberlist compresses each message with a fresh 64 KiB table, and

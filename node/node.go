@@ -479,14 +479,6 @@ func (n *Node) meta() cluster.Meta {
 }
 
 func (n *Node) startGossip() error {
-	// How often a node probes is fixed when its memberlist is made
-	// (cluster.Config.ClientProbeInterval): a node already in Raft's
-	// configuration, restarted or bootstrapping, probes as the server
-	// checkRole is about to call it.
-	var clientProbe time.Duration
-	if in, _ := n.inRaft(); in {
-		clientProbe = -1
-	}
 	g, err := cluster.Start(cluster.Config{
 		Name:      n.cfg.Name,
 		BindAddr:  n.cfg.GossipAddr,
@@ -496,8 +488,7 @@ func (n *Node) startGossip() error {
 		LogOutput: n.gossipLogOutput(),
 		Transport: n.cfg.GossipTransport,
 
-		ReconnectTimeout:    n.cfg.ReconnectTimeout,
-		ClientProbeInterval: clientProbe,
+		ReconnectTimeout: n.cfg.ReconnectTimeout,
 	})
 	if err != nil {
 		return err
