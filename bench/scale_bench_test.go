@@ -56,9 +56,8 @@ import (
 // binary, where two builds of one commit can idle 30 % apart). The floors (bench/internal/
 // gossipfloor) count as clients: "gossip" runs the cluster package's
 // memberlist at the node's settings and nothing else
-// (TOOLNODE_SCALE_FLOOR_ARGS adds flags to it), "gossip-probe1s" the
-// same with every member probing each second (the client's 3 s probe
-// off, in the same binary), "nothing" a Go process that does nothing.
+// (TOOLNODE_SCALE_FLOOR_ARGS adds flags to it), "nothing" a Go process
+// that does nothing.
 // Run with -benchtime 1x; N=100 needs about 3 GB of memory.
 func BenchmarkScale(b *testing.B) {
 	sizes := []int{10, 50, 100}
@@ -99,7 +98,7 @@ func runScale(b *testing.B, size int, leg string) {
 	// The floor legs run bench/internal/gossipfloor instead of nodes:
 	// "gossip" is the cluster package's memberlist at the node's settings
 	// and nothing else, "nothing" a Go process that does nothing.
-	floor := leg == "gossip" || leg == "gossip-probe1s" || leg == "nothing"
+	floor := leg == "gossip" || leg == "nothing"
 	var floorBin string
 	if floor {
 		floorBin = helperBin(b, "gossipfloor")
@@ -173,12 +172,6 @@ func runScale(b *testing.B, size int, leg string) {
 	if floor {
 		start = func(n *tnode) {
 			args := []string{"-name", n.name, "-gossip", n.gossip, "-join", strings.Join(n.join, ",")}
-			if leg == "gossip-probe1s" {
-				// The gossip floor with clients probing every
-				// ProbeInterval, as every node did before: what the
-				// client's 3 s probe saves, in one binary.
-				args = append(args, "-client-probe-interval", "-1s")
-			}
 			if leg == "nothing" {
 				args = append(args, "-idle")
 			}

@@ -262,16 +262,13 @@ func (c *Cluster) announce(delta []wireEntry) {
 	c.gossipMsgs(msgs...)
 }
 
-// gossipMsgs queues msgs to gossip, keeping at most maxQueued, and wakes
-// memberlist's gossip, which sleeps while it has nothing to send.
+// gossipMsgs queues msgs to gossip, keeping at most maxQueued; the next
+// gossip round takes them.
 func (c *Cluster) gossipMsgs(msgs ...[]byte) {
 	for _, m := range msgs {
 		c.bq.QueueBroadcast(broadcast(m))
 	}
 	c.bq.Prune(maxQueued)
-	if ml := c.gossiper.Load(); ml != nil {
-		ml.BroadcastQueued()
-	}
 }
 
 // notifyMsg takes a message from another node: a gossiped delta, which it

@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -48,10 +47,6 @@ type Config struct {
 	// DefaultProbeInterval.
 	GossipInterval, ProbeInterval time.Duration
 	GossipNodes                   int
-	// ClientProbeInterval is how often a node that is not a Raft server
-	// (Meta.Server unset) probes a member; 0 means
-	// DefaultClientProbeInterval, and a negative value ProbeInterval.
-	ClientProbeInterval time.Duration
 	// Compress compresses every message this node sends (memberlist's
 	// LZW, on in memberlist's defaults). Off: see Start. A node reads
 	// compressed messages either way, so members that differ in it
@@ -132,14 +127,10 @@ type Cluster struct {
 	syncAll     bool            // send this node's entries to every live member
 	syncTo      map[string]bool // ... or to these
 
-	bq *memberlist.TransmitLimitedQueue // capability deltas to gossip
-	// gossiper is ml for gossipMsgs, which memberlist's goroutines call
-	// before Start has set ml.
-	gossiper    atomic.Pointer[memberlist.Memberlist]
-	clientProbe time.Duration // how often a client probes (Config.ClientProbeInterval)
-	kick        chan struct{} // wakes syncLoop
-	stop        chan struct{} // closed by Shutdown
-	once        sync.Once
+	bq   *memberlist.TransmitLimitedQueue // capability deltas to gossip
+	kick chan struct{}                    // wakes syncLoop
+	stop chan struct{}                    // closed by Shutdown
+	once sync.Once
 
 	reconnectEvery, reconnectFor time.Duration   // reconnect.go
 	trying                       map[string]bool // members a reconnect is under way to; under mu
@@ -153,34 +144,30 @@ type tracked struct {
 }
 
 // memberlist's timers. Each tick wakes an idle node, and on a virtual
-// machine a wake-up costs more than the work of an idle node. Gossip and
-// probes tick on one grid, so a probe's wake-up carries a gossip round.
+// machine a wake-up costs more than the work of an idle node. memberlist
+// makes its probe and gossip tickers in the same instant, so their ticks
+// fall on one grid and a probe's wake-up carries a gossip round.
 // Gossip runs every 500 ms (memberlist's LAN default is 200 ms, its WAN
 // default 500 ms) to six nodes instead of memberlist's three: a change
 // reaches a hundred nodes in about 0.9 s, ten in 0.3 s
 // (BenchmarkBroadcastSpread), and the alive news of a hundred nodes
-// joining at once goes round twice as fast as at one round a second.
-// Servers probe at memberlist's LAN second.
+// joining at once goes round twice as fast as at one round a second. A
+// gossip tick with nothing queued sends nothing, but it still wakes the
+// process.
 //
-// memberlist as this package runs it (third_party/memberlist, TOOLNODE.md)
-// gossips only while it has something to send: an idle node's gossip
-// timer does not fire at all (upstream's fires and finds nothing to
-// send), and a queued broadcast wakes it for the next tick. A node that
-// is not a Raft server, a client, probes a member every
-// DefaultClientProbeInterval, on the same grid: in a cluster of a few
-// servers and many clients that cuts most of the probes, which are most
-// of what an idle node does. A probe's timeouts and the suspicion
-// timeouts still scale with ProbeInterval (1 s), and the suspicion
-// timeout (8 s and more at a hundred members) is most of the time to
-// call a crashed member dead; so at twenty members, five of them
-// servers, a crashed client is dead everywhere in 8.3-8.6 s against
-// 8.0-8.8 s with every member probing each second
-// (BenchmarkFailureDetection).
+// Every member, server or client, probes a member every second,
+// memberlist's LAN default, as Consul and serf keep it. memberlist takes
+// ProbeInterval once, at creation, and scales from it a probe's wait for
+// indirect acks and the suspicion timeouts; a role-dependent interval
+// would be fixed by the role a node starts in, and the clients the
+// leader makes servers would keep a client's. At 3 s for every member
+// a crashed one was called dead in 20 s against 8 s at a second
+// (BenchmarkFailureDetection), for 0.04 % of a core saved per idle
+// client (BENCHMARKS.md, "Upstream memberlist and jsonschema, unpatched").
 const (
-	DefaultGossipInterval      = 500 * time.Millisecond
-	DefaultGossipNodes         = 6
-	DefaultProbeInterval       = time.Second
-	DefaultClientProbeInterval = 3 * time.Second
+	DefaultGossipInterval = 500 * time.Millisecond
+	DefaultGossipNodes    = 6
+	DefaultProbeInterval  = time.Second
 )
 
 // ForgetAfter is how long a dead or departed member is still listed.
@@ -216,12 +203,6 @@ func Start(cfg Config) (*Cluster, error) {
 	// LAN has the bandwidth; Compress turns it back on.
 	mc.EnableCompression = cfg.Compress
 	c := newCluster(mc.Name, cfg.Meta, log.New(out, "", log.LstdFlags))
-	switch c.clientProbe = cfg.ClientProbeInterval; {
-	case c.clientProbe == 0:
-		c.clientProbe = DefaultClientProbeInterval
-	case c.clientProbe < 0:
-		c.clientProbe = mc.ProbeInterval
-	}
 	c.reconnectEvery, c.reconnectFor = cfg.ReconnectInterval, cfg.ReconnectTimeout
 	if c.reconnectEvery <= 0 {
 		c.reconnectEvery = DefaultReconnectInterval
@@ -263,10 +244,6 @@ func Start(cfg Config) (*Cluster, error) {
 		return nil, fmt.Errorf("start gossip on %s: %w", cfg.BindAddr, err)
 	}
 	c.ml = ml
-	c.gossiper.Store(ml)
-	// A broadcast queued before ml was stored here woke no gossip.
-	ml.BroadcastQueued()
-	c.probeForRole(cfg.Meta)
 	c.addr = ml.LocalNode().Address()
 	go c.syncLoop()
 	if c.reconnectFor > 0 {
@@ -422,20 +399,9 @@ func (c *Cluster) SetMeta(m Meta) error {
 	if !changed {
 		return nil
 	}
-	c.probeForRole(m)
 	c.updating.Lock()
 	defer c.updating.Unlock()
 	return c.ml.UpdateNode(5 * time.Second)
-}
-
-// probeForRole sets how often this node probes: a Raft server every
-// ProbeInterval, a client every clientProbe.
-func (c *Cluster) probeForRole(m Meta) {
-	if m.Server {
-		c.ml.SetProbeTick(0)
-	} else {
-		c.ml.SetProbeTick(c.clientProbe)
-	}
 }
 
 // wake signals a goroutine that waits on ch, unless a signal is pending.

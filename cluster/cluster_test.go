@@ -21,13 +21,12 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 	waitForWithin(t, what, 10*time.Second, cond)
 }
 
-// deadWithin bounds the wait for a crashed member to be called dead. The
-// test nodes are clients, which probe one member every 3 s, so the
-// crashed one is probed within 3 s times the others' number; then the
-// suspicion timeout runs, 4 s with every expected confirmation and up to
-// six times that with none (memberlist's SuspicionMult and
-// SuspicionMaxTimeoutMult, at a 1 s ProbeInterval). Three nodes took
-// 7.0–10.0 s here, over waitFor's 10 s once in CI-like runs.
+// deadWithin bounds the wait for a crashed member to be called dead: the
+// crashed one is probed within a second times the others' number, then
+// the suspicion timeout runs, 4 s with every expected confirmation and up
+// to six times that with none (memberlist's SuspicionMult and
+// SuspicionMaxTimeoutMult, at a 1 s ProbeInterval), on a machine that
+// may be loaded.
 const deadWithin = 40 * time.Second
 
 func waitForWithin(t testing.TB, what string, d time.Duration, cond func() bool) {

@@ -14,9 +14,10 @@ import (
 // suspect member is listed alive: memberlist tells no event of it). A cluster of N memberlists on loopback (real UDP and TCP,
 // in this process; TOOLNODE_DETECT_N, default 20), five of them Raft
 // servers and the rest clients, runs in two legs at once: "now", where
-// clients probe every DefaultClientProbeInterval, and "before", where
-// every member probes every DefaultProbeInterval. The legs alternate; each
-// iteration crashes a random client of each. Run with -benchtime Nx.
+// every member probes every DefaultProbeInterval, and "probe3s", where
+// every member probes every 3 s (memberlist scales the suspicion
+// timeouts with it). The legs alternate; each iteration crashes a random
+// client of each. Run with -benchtime Nx.
 func BenchmarkFailureDetection(b *testing.B) {
 	n := 20
 	if s := os.Getenv("TOOLNODE_DETECT_N"); s != "" {
@@ -27,8 +28,8 @@ func BenchmarkFailureDetection(b *testing.B) {
 	}
 	const servers = 5
 	legs := []benchLeg{
-		{"before", Config{ClientProbeInterval: -1}},
 		{"now", Config{}},
+		{"probe3s", Config{ProbeInterval: 3 * time.Second}},
 	}
 	clusters := startLegs(b, n, servers, legs)
 	first := make([][]time.Duration, len(legs))

@@ -27,12 +27,8 @@
 // The wire format is in wire.go.
 //
 // An idle node is mostly memberlist's timers (cluster.go, "memberlist's
-// timers"): gossip sleeps while it has nothing to send, and a client (a
-// node whose meta says it is no Raft server) probes a member every
-// DefaultClientProbeInterval, 3 s, where a server probes every second;
-// the suspicion timeouts are the same for both, so a crashed member is
-// called dead as soon. Both need a patched copy of memberlist
-// (third_party/memberlist, TOOLNODE.md).
+// timers"): a gossip round every DefaultGossipInterval and a probe of a
+// member every DefaultProbeInterval, on every node whatever its role.
 //
 // Messages go uncompressed (Config.Compress turns memberlist's LZW back
 // on): memberlist compresses each message with a fresh 64 KiB table, and

@@ -37,7 +37,7 @@ func BenchmarkBroadcastSpread(b *testing.B) {
 		}
 	}
 	legs := []benchLeg{
-		{"before", Config{GossipInterval: 500 * time.Millisecond, GossipNodes: 3, Compress: true, ClientProbeInterval: -1}},
+		{"before", Config{GossipInterval: 500 * time.Millisecond, GossipNodes: 3, Compress: true}},
 		{"now", Config{}},
 	}
 	for _, n := range sizes {

@@ -22,14 +22,13 @@ func main() {
 	gi := flag.Duration("gossip-interval", 0, "memberlist's GossipInterval; 0: the cluster package's")
 	pi := flag.Duration("probe-interval", 0, "memberlist's ProbeInterval; 0: the cluster package's")
 	gn := flag.Int("gossip-nodes", 0, "memberlist's GossipNodes; 0: the cluster package's")
-	cpi := flag.Duration("client-probe-interval", 0, "how often a client probes; 0: the cluster package's, negative: -probe-interval's")
 	compress := flag.Bool("compress", false, "memberlist's compression of every message (off in the cluster package)")
 	flag.Parse()
 	if *idle {
 		fmt.Println("alive=0")
 		select {}
 	}
-	c, err := cluster.Start(cluster.Config{Name: *name, BindAddr: *bind, Meta: cluster.Meta{Cluster: *bind}, GossipInterval: *gi, ProbeInterval: *pi, GossipNodes: *gn, Compress: *compress, ClientProbeInterval: *cpi})
+	c, err := cluster.Start(cluster.Config{Name: *name, BindAddr: *bind, Meta: cluster.Meta{Cluster: *bind}, GossipInterval: *gi, ProbeInterval: *pi, GossipNodes: *gn, Compress: *compress})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
