@@ -1196,34 +1196,7 @@ func currentLeader(t *testing.T, nodes []*cnode) *cnode {
 
 func Test_E2E_Cluster_Linearizable(t *testing.T) {
 	t.Parallel()
-	l1 := newCnode(t, "l1")
-	for c := range lzClients {
-		for k := range lzTools {
-			l1.addTool(t, lzTool(c, k), "A tool of the linearizability test.")
-		}
-	}
-	l2 := newCnode(t, "l2").joining(l1)
-	l3 := newCnode(t, "l3").joining(l1)
-	nodes := []*cnode{l1, l2, l3}
-	l1.start(t)
-	l2.launch(t)
-	l3.launch(t)
-	waitFormed(t, 30*time.Second, nodes...)
-	mustAsk9(t, l1, "session/new", "name=lz")
-	mustAsk9(t, l1, "session/lz/agent/new", "name=A")
-	for _, n := range nodes {
-		pollUntil(t, 10*time.Second, n.name+" to know agent A and every test tool", func() (bool, string) {
-			_, err := read9(n.e.p9, lzAgent+"toolsrv.rev")
-			for c := range lzClients {
-				for k := range lzTools {
-					if err == nil {
-						_, err = read9(n.e.p9, "t/"+lzTool(c, k)+".meta")
-					}
-				}
-			}
-			return err == nil, fmt.Sprint(err)
-		})
-	}
+	nodes := startLzCluster(t, "l")
 
 	base := time.Now()
 	clients, halt := startLzClients(nodes, base)
@@ -1321,4 +1294,40 @@ func startLzClients(nodes []*cnode, base time.Time) (clients []*lzClient, halt f
 		stopOnce.Do(func() { close(stop) })
 		wg.Wait()
 	}
+}
+
+// startLzCluster starts three nodes, PREFIX1 (which publishes the lz
+// tools) and two that join it, makes agent A of session lz, and waits
+// until every node knows the agent and every tool.
+func startLzCluster(t *testing.T, prefix string) []*cnode {
+	t.Helper()
+	n1 := newCnode(t, prefix+"1")
+	for c := range lzClients {
+		for k := range lzTools {
+			n1.addTool(t, lzTool(c, k), "A tool of the linearizability tests.")
+		}
+	}
+	n2 := newCnode(t, prefix+"2").joining(n1)
+	n3 := newCnode(t, prefix+"3").joining(n1)
+	nodes := []*cnode{n1, n2, n3}
+	n1.start(t)
+	n2.launch(t)
+	n3.launch(t)
+	waitFormed(t, 30*time.Second, nodes...)
+	mustAsk9(t, n1, "session/new", "name=lz")
+	mustAsk9(t, n1, "session/lz/agent/new", "name=A")
+	for _, n := range nodes {
+		pollUntil(t, 10*time.Second, n.name+" to know agent A and every test tool", func() (bool, string) {
+			_, err := read9(n.e.p9, lzAgent+"toolsrv.rev")
+			for c := range lzClients {
+				for k := range lzTools {
+					if err == nil {
+						_, err = read9(n.e.p9, "t/"+lzTool(c, k)+".meta")
+					}
+				}
+			}
+			return err == nil, fmt.Sprint(err)
+		})
+	}
+	return nodes
 }

@@ -218,34 +218,7 @@ func Test_E2E_Restart_ChurnLinearizable(t *testing.T) {
 		t.Skip("a minute of restarts")
 	}
 	t.Parallel()
-	c1 := newCnode(t, "k1")
-	for c := range lzClients {
-		for k := range lzTools {
-			c1.addTool(t, lzTool(c, k), "A tool of the restart test.")
-		}
-	}
-	c2 := newCnode(t, "k2").joining(c1)
-	c3 := newCnode(t, "k3").joining(c1)
-	nodes := []*cnode{c1, c2, c3}
-	c1.start(t)
-	c2.launch(t)
-	c3.launch(t)
-	waitFormed(t, 30*time.Second, nodes...)
-	mustAsk9(t, c1, "session/new", "name=lz")
-	mustAsk9(t, c1, "session/lz/agent/new", "name=A")
-	for _, n := range nodes {
-		pollUntil(t, 10*time.Second, n.name+" to know agent A and every test tool", func() (bool, string) {
-			_, err := read9(n.e.p9, lzAgent+"toolsrv.rev")
-			for c := range lzClients {
-				for k := range lzTools {
-					if err == nil {
-						_, err = read9(n.e.p9, "t/"+lzTool(c, k)+".meta")
-					}
-				}
-			}
-			return err == nil, fmt.Sprint(err)
-		})
-	}
+	nodes := startLzCluster(t, "k")
 	base := time.Now()
 	clients, halt := startLzClients(nodes, base)
 	defer halt()
