@@ -291,10 +291,19 @@ func Test_ClusterPort_ConnectionCap(t *testing.T) {
 		c.Write([]byte{protoForward}) // then idle: each holds a slot
 		held = append(held, c)
 	}
-	// Poll until a fourth is refused and logged (the three may still be
-	// in flight; under load a ping can also fail by its own deadline,
-	// which is why the log line is what counts).
+	// The three hold their slots before anything else dials: a ping in
+	// flight beside them could take one, and a held connection be the
+	// one refused.
 	deadline := time.Now().Add(20 * time.Second)
+	for len(n.mux.slots) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the three held connections hold %d slots", len(n.mux.slots))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Poll until a fourth is refused and logged (under load a ping can
+	// also fail by its own deadline, which is why the log line is what
+	// counts).
 	for !strings.Contains(logs.String(), "its limit") {
 		if time.Now().After(deadline) {
 			t.Fatalf("no connection was refused over the cap of 3 with three held; log:\n%s", logs)
