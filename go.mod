@@ -11,7 +11,7 @@ require (
 	github.com/hashicorp/go-metrics v0.7.0
 	github.com/hashicorp/memberlist v0.7.0
 	github.com/hashicorp/raft v1.8.0
-	github.com/hashicorp/raft-wal v0.4.0
+	github.com/hashicorp/raft-wal v0.4.1
 	github.com/hiddeco/sshsig v0.2.0
 	github.com/knusbaum/go9p v1.18.0
 	github.com/landlock-lsm/go-landlock v0.11.2

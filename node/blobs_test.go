@@ -120,7 +120,7 @@ func Test_Blobs_FetchOverClusterPort(t *testing.T) {
 	last := n1.raftNode().LastIndex()
 	for i := last; i > 0 && i+10 > last; i-- {
 		var l raft.Log
-		if err := n1.wal.GetLog(i, &l); err == nil && len(l.Data) > 64<<10 {
+		if err := n1.logs.GetLog(i, &l); err == nil && len(l.Data) > 64<<10 {
 			t.Fatalf("log entry %d is %d bytes", i, len(l.Data))
 		}
 	}

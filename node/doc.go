@@ -23,7 +23,7 @@
 // which is only a fallback (250 ms). The leader answers a forward first,
 // then sends its notice; notices to one server coalesce while one is in
 // flight. Raft's
-// log is raft-wal behind a cache of its recent entries (logcache.go),
+// log is raft-wal behind a cache of its recent entries (raftlog),
 // which the leader reads back to replicate and a follower to apply. It
 // publishes the tools and agent profiles of its
 // own directories (publish.go) and of writes into t/ and a/

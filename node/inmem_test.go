@@ -975,11 +975,11 @@ func Test_InMem_SnapshotLargeState(t *testing.T) {
 	if err != nil || len(snaps) == 0 {
 		t.Fatalf("no snapshot stored: %v %v", snaps, err)
 	}
-	first, err := n.wal.FirstIndex()
+	first, err := n.logs.FirstIndex()
 	if err != nil {
 		t.Fatal(err)
 	}
-	last, _ := n.wal.LastIndex()
+	last, _ := n.logs.LastIndex()
 	trailing := n.raftConfig(nil).TrailingLogs
 	t.Logf("snapshot at index %d; the log keeps %d..%d", snaps[0].Index, first, last)
 	if first <= 1 || last-first+1 < trailing {
@@ -988,7 +988,7 @@ func Test_InMem_SnapshotLargeState(t *testing.T) {
 	c.stop("n1")
 
 	r := c.restart("n1")
-	if first, _ := r.wal.FirstIndex(); first <= 1 {
+	if first, _ := r.logs.FirstIndex(); first <= 1 {
 		t.Fatalf("the restarted log starts at %d: not restored from the snapshot", first)
 	}
 	tools1, agents1 := view(r)

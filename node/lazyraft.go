@@ -81,12 +81,8 @@ func (n *Node) openRaftLate() {
 
 // closeRaftStores closes Raft's log and meta store, if open.
 func (n *Node) closeRaftStores() {
-	if n.wal != nil {
-		n.wal.Close()
-		n.wal = nil
-	}
-	if n.walMeta != nil {
-		n.walMeta.Close()
-		n.walMeta = nil
+	if n.store != nil {
+		n.store.Close()
+		n.store = nil
 	}
 }

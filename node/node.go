@@ -16,8 +16,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	wal "github.com/hashicorp/raft-wal"
-	"github.com/hashicorp/raft-wal/metadb"
 
 	"github.com/toolnode/toolnode/audit"
 	"github.com/toolnode/toolnode/cluster"
@@ -25,6 +23,7 @@ import (
 	"github.com/toolnode/toolnode/metrics"
 	"github.com/toolnode/toolnode/p9"
 	"github.com/toolnode/toolnode/raftfsm"
+	"github.com/toolnode/toolnode/raftlog"
 	"github.com/toolnode/toolnode/registry"
 )
 
@@ -48,9 +47,8 @@ type Node struct {
 	raftMu    sync.Mutex                // orders a late open of Raft with Close
 	raftLate  bool                      // a late open has begun (under raftMu)
 	raftLog   hclog.Logger              // Raft's logger, kept for a late open
-	wal       *wal.WAL
-	logs      *logCache // Raft's log store: the WAL behind a cache of its recent entries
-	walMeta   *metadb.BoltMetaDB
+	store     *raftlog.Store            // Raft's log and stable store, nil until Raft opens
+	logs      raft.LogStore             // store.Logs()
 	snaps     *raft.FileSnapshotStore
 	transport raft.Transport
 	mux       *mux          // nil when Config.RaftTransport is given

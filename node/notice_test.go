@@ -230,7 +230,7 @@ func Test_InMem_CommitNoticeChecked(t *testing.T) {
 	idx := l.fsm.LastIndex()
 	waitFor(t, f.Name()+" to store the entry", 5*time.Second, func() bool { return f.raftNode().LastIndex() >= idx })
 	var entry raft.Log
-	if err := l.wal.GetLog(idx, &entry); err != nil {
+	if err := l.logs.GetLog(idx, &entry); err != nil {
 		t.Fatal(err)
 	}
 	term := l.raftNode().CurrentTerm()

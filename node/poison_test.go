@@ -112,7 +112,7 @@ func commandsSince(t *testing.T, l *Node, index uint64) int {
 	n := 0
 	for i := index + 1; i <= l.raftNode().LastIndex(); i++ {
 		var e raft.Log
-		if err := l.wal.GetLog(i, &e); err != nil {
+		if err := l.logs.GetLog(i, &e); err != nil {
 			t.Fatalf("log entry %d: %v", i, err)
 		}
 		if e.Type == raft.LogCommand {

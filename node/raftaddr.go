@@ -94,7 +94,7 @@ func (n *Node) recoverPeers(rc *raft.Config, snaps raft.SnapshotStore) error {
 	if err != nil {
 		return fmt.Errorf("raft recovery: %s: %w", path, err)
 	}
-	if err := raft.RecoverCluster(rc, raftfsm.New(nil), n.logs, n.wal, snaps, n.transport, conf); err != nil {
+	if err := raft.RecoverCluster(rc, raftfsm.New(nil), n.logs, n.store.Stable(), snaps, n.transport, conf); err != nil {
 		return fmt.Errorf("raft recovery from %s: %w", path, err)
 	}
 	if err := os.Rename(path, path+".done"); err != nil {

@@ -8,8 +8,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	wal "github.com/hashicorp/raft-wal"
-	"github.com/hashicorp/raft-wal/metadb"
+	"github.com/toolnode/toolnode/raftlog"
 )
 
 // Raft's timeouts on a server; a client's idle Raft waits clientRaftTimeout
@@ -85,19 +84,14 @@ func (n *Node) openRaft(late bool) error {
 		step = func(string, ...any) {} // the start's steps are New's alone
 	}
 	dir := n.raftDir()
-	if err := os.MkdirAll(filepath.Join(dir, "wal"), 0o700); err != nil {
-		return fmt.Errorf("raft directory: %w", err)
-	}
 	hl := n.raftLog
-	// The WAL does not close a meta store it did not make; holding our own
-	// lets Close release its file lock, so the node can be reopened.
-	n.walMeta = &metadb.BoltMetaDB{}
-	w, err := wal.Open(filepath.Join(dir, "wal"), wal.WithMetaStore(n.walMeta), wal.WithLogger(hl.Named("wal")))
+	store, err := raftlog.Open(filepath.Join(dir, "wal"), hl.Named("wal"))
 	if err != nil {
-		return fmt.Errorf("open raft log in %s: %w", dir, err)
+		return err
 	}
-	n.wal = w
-	n.logs = newLogCache(w)
+	n.store = store
+	n.logs = store.Logs()
+	w := store.Stable()
 	step("raft log opened")
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hl)
 	if err != nil {

@@ -95,14 +95,9 @@ func (n *Node) Close() error {
 			n.mux.close()
 		}
 		// The log store last: Raft may write to it until Shutdown returns.
-		if n.wal != nil {
-			if err := n.wal.Close(); err != nil && n.closeErr == nil {
+		if n.store != nil {
+			if err := n.store.Close(); err != nil && n.closeErr == nil {
 				n.closeErr = fmt.Errorf("raft log close: %w", err)
-			}
-		}
-		if n.walMeta != nil {
-			if err := n.walMeta.Close(); err != nil && n.closeErr == nil {
-				n.closeErr = fmt.Errorf("raft log metadata close: %w", err)
 			}
 		}
 		steps.step("raft stopped")

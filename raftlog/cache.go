@@ -1,4 +1,4 @@
-package node
+package raftlog
 
 import (
 	"sync"
@@ -9,7 +9,7 @@ import (
 // logCache keeps Raft's most recent entries in memory in front of the
 // log on disk, as consul and nomad do with raft.LogCache: the leader reads
 // each entry back to send it to the followers (and to name its term in a
-// commit notice, notice.go), and a follower reads each committed entry
+// commit notice), and a follower reads each committed entry
 // back to apply it. Without it each of those is a read of the log file
 // (a pread per entry) on the write's path. Writes go to the log first and
 // are cached only once it has stored them (fsync'd), so nothing is read
