@@ -67,7 +67,7 @@ func (n *Node) ToolExecutable(name string) (p9.Executable, bool) {
 		if err := n.waitBlob(n.ctx, t); err != nil {
 			return nil, err
 		}
-		return n.blobs.store.Open(t.ExecHash)
+		return n.blobs.Store().Open(t.ExecHash)
 	}}, true
 }
 
@@ -78,7 +78,7 @@ func (n *Node) execSize(t *raftfsm.Tool) (int64, bool) {
 	if t.ExecSize != 0 {
 		return t.ExecSize, true
 	}
-	return n.blobs.store.Stat(t.ExecHash)
+	return n.blobs.Store().Stat(t.ExecHash)
 }
 
 // docMeta is the metadata a tool's documentation is drawn from: the

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"9fans.net/go/plan9/client"
 	"github.com/hashicorp/raft"
 
+	"github.com/toolnode/toolnode/blobs"
 	"github.com/toolnode/toolnode/blobstore"
 	"github.com/toolnode/toolnode/raftfsm"
 )
@@ -109,7 +111,7 @@ func Test_Blobs_FetchOverClusterPort(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The publisher has it as soon as the write returns.
-	if !pub.blobs.store.Has(d) {
+	if !pub.blobs.Store().Has(d) {
 		t.Fatal("the publisher does not have the executable it published")
 	}
 	tl, _ := n1.fsm.Tool("big")
@@ -125,7 +127,7 @@ func Test_Blobs_FetchOverClusterPort(t *testing.T) {
 		}
 	}
 	for _, n := range []*Node{n1, n2, n3} {
-		waitFor(t, "the executable on "+n.Name(), 20*time.Second, func() bool { return n.blobs.store.Has(d) })
+		waitFor(t, "the executable on "+n.Name(), 20*time.Second, func() bool { return n.blobs.Store().Has(d) })
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -148,7 +150,7 @@ func Test_Blobs_FetchOverClusterPort(t *testing.T) {
 	}
 
 	// The publisher's copy is corrupted on its disk.
-	p := pub.blobs.store.Path(d)
+	p := pub.blobs.Store().Path(d)
 	os.Chmod(p, 0o644)
 	bad := bytes.Clone(exe)
 	copy(bad[len(bad)-8:], "CORRUPT!")
@@ -167,12 +169,25 @@ func Test_Blobs_FetchOverClusterPort(t *testing.T) {
 	if pub == n1 {
 		x, xlog = n3, log3
 	}
-	x.blobs.store.Remove(d)
-	from, err := x.fetchOnce(d, int64(len(exe)), pub.Name())
-	if err != nil || from == pub.Name() {
-		t.Fatalf("fetch with the publisher's copy corrupted: from %q, %v", from, err)
+	x.blobs.Store().Remove(d)
+	tl, _ = x.fsm.Tool("big")
+	before := len(xlog.String())
+	fetch := x.blobs.Ensure(wantOf(tl))
+	if f == nil {
+		t.Fatal("no fetch started for a removed executable")
 	}
-	if b, _ := os.ReadFile(x.blobs.store.Path(d)); !bytes.Equal(b, exe) {
+	select {
+	case <-fetch.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the fetch did not end")
+	}
+	if err := fetch.Err(); err != nil {
+		t.Fatalf("fetch with the publisher's copy corrupted: %v", err)
+	}
+	if strings.Contains(xlog.String()[before:], "fetched executable "+d[:12]+" ("+strconv.Itoa(len(exe))+" bytes) from "+pub.Name()) {
+		t.Fatalf("%s took the executable from its publisher, whose copy is corrupted", x.Name())
+	}
+	if b, _ := os.ReadFile(x.blobs.Store().Path(d)); !bytes.Equal(b, exe) {
 		t.Fatalf("%s stored bytes that are not the executable", x.Name())
 	}
 	if !strings.Contains(xlog.String(), "refused executable "+d[:12]+" from "+pub.Name()) {
@@ -180,8 +195,8 @@ func Test_Blobs_FetchOverClusterPort(t *testing.T) {
 	}
 	// A node joining now gets it too (never the corrupted copy).
 	n4, _ := startBlobMember(t, "n4", root, n1.gossip.LocalAddr())
-	waitFor(t, "the executable on n4", 20*time.Second, func() bool { return n4.blobs.store.Has(d) })
-	if b, _ := os.ReadFile(n4.blobs.store.Path(d)); !bytes.Equal(b, exe) {
+	waitFor(t, "the executable on n4", 20*time.Second, func() bool { return n4.blobs.Store().Has(d) })
+	if b, _ := os.ReadFile(n4.blobs.Store().Path(d)); !bytes.Equal(b, exe) {
 		t.Fatal("n4 stored bytes that are not the executable")
 	}
 	out, err := callTool(ctx, t, n4, "s4", "big")
@@ -205,10 +220,10 @@ func Test_Blobs_CallWaitsThenSays(t *testing.T) {
 	if err := put9(mount(t, n1.P9Addr()), "t/w", 0o755, exe); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the executable on n2", 10*time.Second, func() bool { return n2.blobs.store.Has(d) })
+	waitFor(t, "the executable on n2", 10*time.Second, func() bool { return n2.blobs.Store().Has(d) })
 	// Gone from both stores: nobody can send it.
-	n1.blobs.store.Remove(d)
-	n2.blobs.store.Remove(d)
+	n1.blobs.Store().Remove(d)
+	n2.blobs.Store().Remove(d)
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
 	_, err := callTool(ctx, t, n2, "s", "w")
@@ -216,7 +231,7 @@ func Test_Blobs_CallWaitsThenSays(t *testing.T) {
 		t.Fatalf("call without the executable anywhere: %v", err)
 	}
 	// Back on the publisher: the retrying fetch finds it.
-	if _, _, err := n1.blobs.store.Put(bytes.NewReader(exe), d, int64(len(exe)), 0); err != nil {
+	if _, _, err := n1.blobs.Store().Put(bytes.NewReader(exe), d, int64(len(exe)), 0); err != nil {
 		t.Fatal(err)
 	}
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 20*time.Second)
@@ -246,15 +261,15 @@ func Test_Blobs_Collect(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	n1.sweepBlobs(now)
-	if !n1.blobs.store.Has(blobstore.Digest(drop)) {
+	n1.blobs.Sweep(now)
+	if !n1.blobs.Store().Has(blobstore.Digest(drop)) {
 		t.Fatal("removed before the grace period")
 	}
-	n1.sweepBlobs(now.Add(n1.cfg.BlobGrace + time.Second))
-	if n1.blobs.store.Has(blobstore.Digest(drop)) {
+	n1.blobs.Sweep(now.Add(n1.cfg.BlobGrace + time.Second))
+	if n1.blobs.Store().Has(blobstore.Digest(drop)) {
 		t.Fatal("an unreferenced blob survived the grace period")
 	}
-	if !n1.blobs.store.Has(blobstore.Digest(keep)) {
+	if !n1.blobs.Store().Has(blobstore.Digest(keep)) {
 		t.Fatal("a referenced blob was removed")
 	}
 }
@@ -303,7 +318,7 @@ func fetchRaw(t *testing.T, n *Node, addr, d string) []byte {
 		t.Fatal(err)
 	}
 	br := bufio.NewReader(c)
-	if answer, err := br.ReadByte(); err != nil || answer != blobHave {
+	if answer, err := br.ReadByte(); err != nil || answer != blobs.Have {
 		t.Fatalf("blob %s from %s: answer %#x, %v", d, addr, answer, err)
 	}
 	var hdr [8]byte

@@ -34,7 +34,7 @@
 // in its blob store (blobstore, DATA/blobs), and every other node fetches
 // them over the cluster port, from the publisher first, checked against
 // the digest; a call waits for a missing one, bounded, and blobs no tool
-// refers to are collected after a grace period (blobs.go). The cluster
+// refers to are collected after a grace period (package blobs). The cluster
 // port carries Raft, forwarded writes, routed calls, executables and the
 // leader's reachability check, told apart by their first byte (mux.go), under mutual TLS when configured
 // (tlsconfig.go) or TLS with certificates derived from the gossip key

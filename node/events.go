@@ -117,7 +117,7 @@ func (n *Node) Restored() {
 	if !n.catalog.isHeld() {
 		n.catalog.rebuild(n.fsm.Tools, n.fsm.Tool)
 	}
-	n.blobs.rescan.Store(true) // its tools' indexes may be older than any seen
+	n.blobs.MarkRescan() // its tools' indexes may be older than any seen
 	kick(n.metaKick)
 	n.tokensRestored()
 }

@@ -131,7 +131,7 @@ func (n *Node) advertise() {
 		case <-n.ctx.Done():
 			return
 		case <-n.metaKick:
-			if n.blobs.rescan.Swap(false) {
+			if n.blobs.TakeRescan() {
 				swept = 0
 			}
 			swept = n.fetchSince(swept)

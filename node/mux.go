@@ -294,7 +294,7 @@ func (n *Node) ServeClusterConn(c net.Conn) {
 	case b[0] == protoCall:
 		n.serveCall(c)
 	case b[0] == protoBlob:
-		n.serveBlob(c)
+		n.blobs.Serve(c)
 	case b[0] == protoStream:
 		n.serveStream(c)
 	case b[0] == protoPing:

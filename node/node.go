@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/toolnode/toolnode/audit"
+	"github.com/toolnode/toolnode/blobs"
 	"github.com/toolnode/toolnode/cluster"
 	"github.com/toolnode/toolnode/logx"
 	"github.com/toolnode/toolnode/metrics"
@@ -81,7 +82,7 @@ type Node struct {
 	sandbox string     // how tools are run, for the node file
 	calls   *callQueue // -max-calls
 	digests registry.DigestCache
-	blobs   blobs // the executables' store and fetches (blobs.go)
+	blobs   *blobs.Service // the executables' store, fetches and collection
 
 	environHidden bool // the process's /proc/PID/environ is blanked
 

@@ -322,10 +322,10 @@ func (n *Node) storeExec(path string) (string, int64) {
 	n.pub.mu.Lock()
 	h, ok := n.pub.hashes[path]
 	n.pub.mu.Unlock()
-	if ok && h.size == fi.Size() && h.mtime.Equal(fi.ModTime()) && n.blobs.store.Has(h.hash) {
+	if ok && h.size == fi.Size() && h.mtime.Equal(fi.ModTime()) && n.blobs.Store().Has(h.hash) {
 		return h.hash, h.size
 	}
-	d, size, err := n.blobs.store.PutFile(path, n.maxExec())
+	d, size, err := n.blobs.Store().PutFile(path, n.maxExec())
 	if err != nil {
 		n.warnf("tools: cannot store %s: %v", path, err)
 		return "", 0

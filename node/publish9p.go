@@ -64,7 +64,7 @@ func (n *Node) PublishToolMeta(name string, data []byte) error {
 
 // NewExecUpload makes the scratch file of an upload into t/NAME: a
 // temporary file of the blob store.
-func (n *Node) NewExecUpload() (p9.ExecUpload, error) { return n.blobs.store.Temp() }
+func (n *Node) NewExecUpload() (p9.ExecUpload, error) { return n.blobs.Store().Temp() }
 
 // PublishToolExec publishes a tool's executable: the upload is stored in
 // the blob store under its digest (synced, verified, read-only), then

@@ -74,7 +74,7 @@ func (n *Node) Close() error {
 			steps.step("out of Raft")
 		}
 		n.wg.Wait()
-		n.stopBlobs()
+		n.blobs.Stop()
 		n.fwd.closeAll()
 		if n.runner != nil {
 			if err := n.runner.Close(); err != nil {
