@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/toolnode/toolnode/catalog"
 	"github.com/toolnode/toolnode/cluster"
 	"github.com/toolnode/toolnode/p9"
 	"github.com/toolnode/toolnode/raftfsm"
@@ -34,7 +35,7 @@ func isBuiltin(name string) bool {
 }
 
 // ToolIndex lists the tools visible on this node.
-func (n *Node) ToolIndex() []p9.ToolEntry { return n.catalog.visible() }
+func (n *Node) ToolIndex() []p9.ToolEntry { return n.catalog.Visible() }
 
 // ToolNames lists every published tool.
 func (n *Node) ToolNames() []string {
@@ -84,12 +85,12 @@ func (n *Node) execSize(t *raftfsm.Tool) (int64, bool) {
 // docMeta is the metadata a tool's documentation is drawn from: the
 // variant this host resolved, else the published top level.
 func (n *Node) docMeta(name string) (registry.Meta, error) {
-	e, ok := n.catalog.get(name)
+	e, ok := n.catalog.Get(name)
 	if !ok {
 		return registry.Meta{}, fmt.Errorf("no tool %q in the cluster", name)
 	}
-	if e.err != nil {
-		return registry.Meta{}, fmt.Errorf("tool %q has metadata this node cannot read: %v", name, e.err)
+	if e.Err != nil {
+		return registry.Meta{}, fmt.Errorf("tool %q has metadata this node cannot read: %v", name, e.Err)
 	}
 	return docMetaOf(e, n.capableNodes(name)), nil
 }
@@ -97,14 +98,14 @@ func (n *Node) docMeta(name string) (registry.Meta, error) {
 // docMetaOf is the metadata to document a readable tool by: this host's
 // resolution when it can run it, else the variant of the first capable
 // node (the host that will run it, as it reported it), else the top level.
-func docMetaOf(e *entry, capable []cluster.Capable) registry.Meta {
+func docMetaOf(e *catalog.Entry, capable []cluster.Capable) registry.Meta {
 	switch {
-	case e.visible:
-		return e.resolved
+	case e.Visible:
+		return e.Resolved
 	case len(capable) > 0:
-		return e.meta.WithVariant(capable[0].Variant)
+		return e.Meta.WithVariant(capable[0].Variant)
 	}
-	return *e.meta
+	return *e.Meta
 }
 
 // ToolDoc is a tool's full documentation.
@@ -228,7 +229,7 @@ func (n *Node) NodeInfo() string {
 	fmt.Fprintf(&b, "os %s\narch %s\n", runtime.GOOS, runtime.GOARCH)
 	fmt.Fprintf(&b, "role %s\nleader %s\n", role, leader)
 	fmt.Fprintf(&b, "gossip %s\ncluster %s\n9p %s\n", n.gossip.LocalAddr(), n.transport.LocalAddr(), n.P9Addr())
-	fmt.Fprintf(&b, "tools %d\n", n.catalog.count())
+	fmt.Fprintf(&b, "tools %d\n", n.catalog.Count())
 	fmt.Fprintf(&b, "9p-tls %s\n", onOff(n.p9tls))
 	fmt.Fprintf(&b, "sandbox %s\n", n.sandbox)
 	return b.String()
@@ -247,7 +248,7 @@ func (n *Node) Members() string {
 		// they arrive, the count its node meta carries, if any.
 		tools := m.Meta.Tools
 		if m.Name == n.cfg.Name {
-			tools = n.catalog.count()
+			tools = n.catalog.Count()
 		} else if caps, ok := n.gossip.Capabilities(m.Name); ok {
 			tools = len(caps)
 		}
@@ -321,11 +322,11 @@ func (n *Node) StartCall(ctx context.Context, session, agent, tool string, args 
 		}
 		return nil, fmt.Errorf("tool %q is not loaded by agent %q: load it first with tool_load {\"name\":%q}", tool, agent, tool)
 	}
-	e, ok := n.catalog.get(tool)
+	e, ok := n.catalog.Get(tool)
 	if !ok {
 		return nil, fmt.Errorf("no tool %q in the cluster", tool)
 	}
-	if !e.visible {
+	if !e.Visible {
 		return func(ctx context.Context) ([]byte, error) {
 			return n.callElsewhere(ctx, session, agent, tool, args)
 		}, nil
@@ -349,7 +350,7 @@ func isObject(b []byte) bool {
 }
 
 // runHere runs a tool this host can run.
-func (n *Node) runHere(ctx context.Context, session, agent string, e *entry, args []byte) ([]byte, error) {
+func (n *Node) runHere(ctx context.Context, session, agent string, e *catalog.Entry, args []byte) ([]byte, error) {
 	c, err := n.checkHere(ctx, session, agent, e, args)
 	if err != nil {
 		return nil, err
@@ -360,8 +361,8 @@ func (n *Node) runHere(ctx context.Context, session, agent string, e *entry, arg
 // checkHere makes the checks of a call that runs here: its executable
 // found (fetched when it is not here yet), the session's cwd, and the
 // Runner's (the arguments against the schema, the command, the sandbox).
-func (n *Node) checkHere(ctx context.Context, session, agent string, e *entry, args []byte) (*registry.Checked, error) {
-	exec, err := n.ownExecutable(ctx, e.tool)
+func (n *Node) checkHere(ctx context.Context, session, agent string, e *catalog.Entry, args []byte) (*registry.Checked, error) {
+	exec, err := n.ownExecutable(ctx, e.Tool)
 	if err != nil {
 		return nil, err
 	}
@@ -371,20 +372,20 @@ func (n *Node) checkHere(ctx context.Context, session, agent string, e *entry, a
 			return nil, fmt.Errorf("session %q: %w", session, err)
 		}
 	}
-	meta := e.resolved
+	meta := e.Resolved
 	return n.runner.Check(registry.Invocation{
-		Tool: e.tool.Name, Meta: &meta, Exec: exec, Args: args,
+		Tool: e.Tool.Name, Meta: &meta, Exec: exec, Args: args,
 		Session: session, Agent: agent, Cwd: cwd,
 	})
 }
 
 // runChecked runs a checked call once a slot of the call queue is free,
 // counted among the running calls (-metrics) meanwhile.
-func (n *Node) runChecked(ctx context.Context, e *entry, c *registry.Checked) ([]byte, error) {
+func (n *Node) runChecked(ctx context.Context, e *catalog.Entry, c *registry.Checked) ([]byte, error) {
 	n.metrics.Running(1)
 	defer n.metrics.Running(-1)
 	if err := n.calls.acquire(ctx); err != nil {
-		return nil, fmt.Errorf("tool %q: %w", e.tool.Name, err)
+		return nil, fmt.Errorf("tool %q: %w", e.Tool.Name, err)
 	}
 	defer n.calls.release()
 	n.procsCall(1)

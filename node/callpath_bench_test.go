@@ -44,11 +44,11 @@ func BenchmarkCallLayers(b *testing.B) {
 	mustAsk(b, fsys, "session/bench/agent/new", "name=a")
 	mustAsk(b, fsys, "session/bench/agent/a/tools", "ok")
 	exe := filepath.Join(tools, "ok")
-	e, ok := n.catalog.get("ok")
+	e, ok := n.catalog.Get("ok")
 	if !ok {
 		b.Fatal("no tool ok in the catalog")
 	}
-	meta := e.resolved
+	meta := e.Resolved
 	inv := registry.Invocation{Tool: "ok", Meta: &meta, Exec: exe, Args: []byte("{}"), Session: "bench", Agent: "a"}
 	ctx := context.Background()
 	req := []byte("ok {}")

@@ -8,7 +8,7 @@
 // certainly not applied, or, since every command but load and unload is
 // proposed as a request with an id that the FSM applies once, when its
 // answer was lost, retry.go), every read is served from this node's FSM
-// and its own view of which tools this host can run (catalog.go). A
+// and its own view of which tools this host can run (package catalog). A
 // follower's read of agent state and its session listings first check
 // the leader's index (readindex.go); loads, unloads and creates of
 // sessions and agents through a follower are answered once the leader

@@ -106,7 +106,7 @@ func (n *Node) Changed(events []raftfsm.Event) {
 	}
 	n.events.addAll(seen)
 	if len(tools) > 0 {
-		n.catalog.update(tools, n.fsm.Tool)
+		n.catalog.Update(tools, n.fsm.Tool)
 		kick(n.metaKick)
 	}
 }
@@ -114,8 +114,8 @@ func (n *Node) Changed(events []raftfsm.Event) {
 // Restored is the FSM observer for a snapshot restore: everything is
 // re-resolved.
 func (n *Node) Restored() {
-	if !n.catalog.isHeld() {
-		n.catalog.rebuild(n.fsm.Tools, n.fsm.Tool)
+	if !n.catalog.IsHeld() {
+		n.catalog.Rebuild(n.fsm.Tools, n.fsm.Tool)
 	}
 	n.blobs.MarkRescan() // its tools' indexes may be older than any seen
 	kick(n.metaKick)

@@ -135,7 +135,7 @@ func (n *Node) advertise() {
 				swept = 0
 			}
 			swept = n.fetchSince(swept)
-			n.gossip.SetCapabilities(n.catalog.caps())
+			n.gossip.SetCapabilities(n.catalog.Caps())
 			if err := n.gossip.SetMeta(n.meta()); err != nil {
 				n.logger.Printf("gossip: advertising this node: %v", err)
 			}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/toolnode/toolnode/audit"
 	"github.com/toolnode/toolnode/blobs"
+	"github.com/toolnode/toolnode/catalog"
 	"github.com/toolnode/toolnode/cluster"
 	"github.com/toolnode/toolnode/logx"
 	"github.com/toolnode/toolnode/metrics"
@@ -76,7 +77,7 @@ type Node struct {
 	p9srv     atomic.Pointer[p9.Server] // n.p9 once it serves, for the FSM's goroutine
 	anon      p9.Role                   // of an attach without a token (tokens.go)
 
-	catalog *catalog
+	catalog *catalog.Catalog
 	events  *eventLog
 	runner  *registry.Runner
 	sandbox string     // how tools are run, for the node file
@@ -132,7 +133,7 @@ func New(cfg Config) (n *Node, err error) {
 	if cfg.Host != nil {
 		host = *cfg.Host
 	}
-	n.catalog = newCatalog(host, cfg.Name)
+	n.catalog = catalog.New(host, cfg.Name)
 	n.fsm = raftfsm.New(n)
 	n.fsm.SetLogf(n.logger.Printf)
 	started := n // returns below set n to nil before this runs
@@ -193,7 +194,7 @@ func New(cfg Config) (n *Node, err error) {
 	n.steps.step("9P listener, tokens")
 	// Updates wait for the catalog's build below: replaying a long log
 	// resolves nothing entry by entry.
-	n.catalog.hold()
+	n.catalog.Hold()
 	if err := n.startRaft(); err != nil {
 		return nil, err
 	}
@@ -216,15 +217,15 @@ func New(cfg Config) (n *Node, err error) {
 			first = n.scanTools()
 		}
 		if first != nil {
-			n.catalog.offer(first.found)
+			n.catalog.Offer(first.found)
 			n.steps.step("tools directory read", "scan", first.took.Round(10*time.Microsecond))
 		}
 	}
-	n.catalog.rebuild(n.fsm.Tools, n.fsm.Tool)
-	n.steps.step("catalog built", "tools", n.catalog.count())
+	n.catalog.Rebuild(n.fsm.Tools, n.fsm.Tool)
+	n.steps.step("catalog built", "tools", n.catalog.Count())
 	n.logDirs()
 	n.startPublisher(first)
-	n.catalog.dropHints()
+	n.catalog.DropHints()
 	n.steps.step("publisher")
 	n.startResolver()
 	n.wg.Add(1)

@@ -346,7 +346,7 @@ func Test_Node_RestartPublishesOnlyChanges(t *testing.T) {
 		writeTool(t, tools, fmt.Sprintf("t%04d", i), fmt.Sprintf(`{"description":"tool %d"}`, i), script)
 	}
 	n := startNode(t, data, tools, "")
-	if got := n.catalog.count(); got != count {
+	if got := n.catalog.Count(); got != count {
 		t.Fatalf("first start: %d tools in the catalog, want %d", got, count)
 	}
 	before := map[string]uint64{}
@@ -357,10 +357,10 @@ func Test_Node_RestartPublishesOnlyChanges(t *testing.T) {
 
 	writeTool(t, tools, "t0007", `{"description":"changed while down"}`, "")
 	n2 := startNode(t, data, tools, "")
-	if got := n2.catalog.count(); got != count {
+	if got := n2.catalog.Count(); got != count {
 		t.Fatalf("after restart: %d tools in the catalog, want %d", got, count)
 	}
-	if e, ok := n2.catalog.get("t0007"); !ok || e.resolved.Description != "changed while down" {
+	if e, ok := n2.catalog.Get("t0007"); !ok || e.Resolved.Description != "changed while down" {
 		t.Fatalf("the tool changed while the node was down is not current when New returns: %+v", e)
 	}
 	republished := 0

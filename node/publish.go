@@ -154,9 +154,9 @@ func (n *Node) startResolver() {
 			case <-n.ctx.Done():
 				return
 			case <-t.C:
-				if n.catalog.rebuild(n.fsm.Tools, n.fsm.Tool) {
+				if n.catalog.Rebuild(n.fsm.Tools, n.fsm.Tool) {
 					kick(n.metaKick)
-					n.logger.Printf("re-resolved variants: this host now runs %d tools", n.catalog.count())
+					n.logger.Printf("re-resolved variants: this host now runs %d tools", n.catalog.Count())
 				}
 			}
 		}
@@ -261,8 +261,8 @@ func (n *Node) syncToolsFrom(scan *toolScan) bool {
 	}()
 	if len(specs) > 0 {
 		// What is published resolves from the parses just made.
-		n.catalog.offer(found)
-		defer n.catalog.dropHints()
+		n.catalog.Offer(found)
+		defer n.catalog.DropHints()
 	}
 	// Batches name distinct tools, and the executables they name by
 	// digest are in this node's store already, so they are proposed together: the leader validates them in

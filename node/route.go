@@ -105,8 +105,8 @@ func (r *router) order(cands []cluster.Capable) []cluster.Capable {
 // catalog says so, and the others as gossip reports them.
 func (n *Node) capableNodes(tool string) []cluster.Capable {
 	var out []cluster.Capable
-	if e, ok := n.catalog.get(tool); ok && e.visible {
-		out = append(out, cluster.Capable{Node: n.cfg.Name, Variant: e.variant, Meta: n.meta()})
+	if e, ok := n.catalog.Get(tool); ok && e.Visible {
+		out = append(out, cluster.Capable{Node: n.cfg.Name, Variant: e.Variant, Meta: n.meta()})
 	}
 	for _, c := range n.gossip.Capable(tool) {
 		if c.Node != n.cfg.Name {
@@ -288,8 +288,8 @@ func (n *Node) runRouted(ctx context.Context, req callRequest) ([]byte, error) {
 	if !a.IsLoaded(req.Tool) {
 		return nil, fmt.Errorf("tool %q is not loaded by agent %q", req.Tool, req.Agent)
 	}
-	e, ok := n.catalog.get(req.Tool)
-	if !ok || !e.visible {
+	e, ok := n.catalog.Get(req.Tool)
+	if !ok || !e.Visible {
 		return nil, fmt.Errorf("node %s cannot run tool %q any more", n.cfg.Name, req.Tool)
 	}
 	return n.runHere(ctx, req.Session, req.Agent, e, req.Args)

@@ -76,7 +76,7 @@ func BenchmarkPublishPropagation(b *testing.B) {
 		}
 		for _, n := range nodes {
 			for {
-				if e, ok := n.catalog.get(name); ok && e.visible && strings.Contains(idxText(n), name+"\t") {
+				if e, ok := n.catalog.Get(name); ok && e.Visible && strings.Contains(idxText(n), name+"\t") {
 					break
 				}
 				if time.Since(start) > 10*time.Second {

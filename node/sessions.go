@@ -203,7 +203,7 @@ func (n *Node) ToolsAll() string {
 		}
 		desc, where := "", "-"
 		capable := n.capableNodes(t.Name)
-		if e, ok := n.catalog.get(t.Name); ok && e.err == nil {
+		if e, ok := n.catalog.Get(t.Name); ok && e.Err == nil {
 			desc = docMetaOf(e, capable).Description
 		}
 		var names []string
@@ -232,7 +232,7 @@ func (n *Node) Preamble(session, agent string) (string, error) {
 	var b strings.Builder
 	b.WriteString("# Tools\n\n")
 	b.WriteString("Load a tool with tool_load {\"name\":\"NAME\"} before calling it; tool_unload {\"name\":\"NAME\"} unloads it; tools_all {} lists every tool in the cluster.\n\n")
-	for _, t := range n.catalog.visible() {
+	for _, t := range n.catalog.Visible() {
 		fmt.Fprintf(&b, "%s: %s\n", t.Name, oneLine(t.Description))
 	}
 	if len(a.Loaded) > 0 {

@@ -70,9 +70,9 @@ func BenchmarkNodeStart(b *testing.B) {
 			b.Fatal(err)
 		}
 		deadline := time.Now().Add(30 * time.Second)
-		for n.catalog.count() != startBenchTools {
+		for n.catalog.Count() != startBenchTools {
 			if time.Now().After(deadline) {
-				b.Fatalf("the catalog has %d tools, not %d", n.catalog.count(), startBenchTools)
+				b.Fatalf("the catalog has %d tools, not %d", n.catalog.Count(), startBenchTools)
 			}
 			time.Sleep(time.Millisecond)
 		}

@@ -1,4 +1,4 @@
-package node
+package catalog
 
 import (
 	"fmt"
@@ -33,29 +33,29 @@ func TestCatalog_UpdateDuringRebuild(t *testing.T) {
 		}
 		return out
 	}
-	c := newCatalog(registry.LocalHost(), "n1")
-	c.rebuild(snapshot, lookup)
+	c := New(registry.LocalHost(), "n1")
+	c.Rebuild(snapshot, lookup)
 	for round := 0; round < 20; round++ {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			c.rebuild(snapshot, lookup)
+			c.Rebuild(snapshot, lookup)
 		}()
 		name := fmt.Sprintf("new%02d", round)
 		mu.Lock()
 		tools[name] = &raftfsm.Tool{Name: name, Meta: []byte(`{"description":"y"}`)}
 		delete(tools, fmt.Sprintf("t%04d", round))
 		mu.Unlock()
-		c.update([]string{name, fmt.Sprintf("t%04d", round)}, lookup)
+		c.Update([]string{name, fmt.Sprintf("t%04d", round)}, lookup)
 		<-done
-		if _, ok := c.get(name); !ok {
+		if _, ok := c.Get(name); !ok {
 			t.Fatalf("round %d: the update of %s was lost to a rebuild", round, name)
 		}
-		if _, ok := c.get(fmt.Sprintf("t%04d", round)); ok {
+		if _, ok := c.Get(fmt.Sprintf("t%04d", round)); ok {
 			t.Fatalf("round %d: a withdrawn tool came back after a rebuild", round)
 		}
-		if c.count() != len(snapshot()) || len(c.visible()) != c.count() {
-			t.Fatalf("round %d: count %d, visible %d, tools %d", round, c.count(), len(c.visible()), len(snapshot()))
+		if c.Count() != len(snapshot()) || len(c.Visible()) != c.Count() {
+			t.Fatalf("round %d: count %d, visible %d, tools %d", round, c.Count(), len(c.Visible()), len(snapshot()))
 		}
 	}
 }
@@ -64,13 +64,13 @@ func TestCatalog_UpdateDuringRebuild(t *testing.T) {
 // with other bytes than the scan read is parsed from what was published.
 // An entry whose bytes did not change keeps its parse.
 func TestCatalog_HintsOnlyForTheSameBytes(t *testing.T) {
-	c := newCatalog(registry.LocalHost(), "n1")
+	c := New(registry.LocalHost(), "n1")
 	scanned := []byte(`{"description":"as scanned"}`)
 	m, _, err := registry.ParseMeta(scanned)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.offer(map[string]registry.DirTool{
+	c.Offer(map[string]registry.DirTool{
 		"a": {Name: "a", Meta: scanned, Parsed: m},
 		"b": {Name: "b", Meta: scanned, Parsed: m},
 	})
@@ -79,21 +79,21 @@ func TestCatalog_HintsOnlyForTheSameBytes(t *testing.T) {
 		"b": {Name: "b", Meta: []byte(`{"description":"changed since"}`)},
 	}
 	lookup := func(name string) (*raftfsm.Tool, bool) { tl, ok := tools[name]; return tl, ok }
-	c.update([]string{"a", "b"}, lookup)
-	c.dropHints()
-	a, _ := c.get("a")
-	b, _ := c.get("b")
-	if a.meta != m {
+	c.Update([]string{"a", "b"}, lookup)
+	c.DropHints()
+	a, _ := c.Get("a")
+	b, _ := c.Get("b")
+	if a.Meta != m {
 		t.Error("a: the scan's parse of the same bytes was not used")
 	}
-	if b.meta == m || b.resolved.Description != "changed since" {
-		t.Errorf("b: resolved %q from the scan's parse of other bytes", b.resolved.Description)
+	if b.Meta == m || b.Resolved.Description != "changed since" {
+		t.Errorf("b: resolved %q from the scan's parse of other bytes", b.Resolved.Description)
 	}
 	// Republished with the same bytes (a new Time): the parse is kept.
 	tools["b"] = &raftfsm.Tool{Name: "b", Meta: []byte(`{"description":"changed since"}`), Time: 1}
-	before := b.meta
-	c.update([]string{"b"}, lookup)
-	if b2, _ := c.get("b"); b2.meta != before || b2.tool != tools["b"] {
+	before := b.Meta
+	c.Update([]string{"b"}, lookup)
+	if b2, _ := c.Get("b"); b2.Meta != before || b2.Tool != tools["b"] {
 		t.Error("b: the same bytes were parsed again, or the entry kept the old tool")
 	}
 }
@@ -101,7 +101,7 @@ func TestCatalog_HintsOnlyForTheSameBytes(t *testing.T) {
 // While held, updates wait for the next rebuild, which lists every tool
 // and ends the hold; updates after it apply at once.
 func TestCatalog_Hold(t *testing.T) {
-	c := newCatalog(registry.LocalHost(), "n1")
+	c := New(registry.LocalHost(), "n1")
 	tools := map[string]*raftfsm.Tool{}
 	for i := range 300 {
 		name := fmt.Sprintf("t%03d", i)
@@ -115,18 +115,18 @@ func TestCatalog_Hold(t *testing.T) {
 		}
 		return out
 	}
-	c.hold()
-	c.update([]string{"t000", "t001"}, lookup)
-	if c.count() != 0 {
-		t.Fatalf("held: %d tools visible", c.count())
+	c.Hold()
+	c.Update([]string{"t000", "t001"}, lookup)
+	if c.Count() != 0 {
+		t.Fatalf("held: %d tools visible", c.Count())
 	}
-	c.rebuild(list, lookup)
-	if c.count() != 300 || len(c.visible()) != 300 {
-		t.Fatalf("after the rebuild: %d tools (%d listed), want 300", c.count(), len(c.visible()))
+	c.Rebuild(list, lookup)
+	if c.Count() != 300 || len(c.Visible()) != 300 {
+		t.Fatalf("after the rebuild: %d tools (%d listed), want 300", c.Count(), len(c.Visible()))
 	}
 	tools["late"] = &raftfsm.Tool{Name: "late", Meta: []byte(`{"description":"y"}`)}
-	c.update([]string{"late"}, lookup)
-	if _, ok := c.get("late"); !ok || c.count() != 301 {
-		t.Fatalf("an update after the rebuild was not applied: count %d", c.count())
+	c.Update([]string{"late"}, lookup)
+	if _, ok := c.Get("late"); !ok || c.Count() != 301 {
+		t.Fatalf("an update after the rebuild was not applied: count %d", c.Count())
 	}
 }

@@ -1,4 +1,4 @@
-package node
+package catalog
 
 import (
 	"bytes"
@@ -14,17 +14,17 @@ import (
 	"github.com/toolnode/toolnode/registry"
 )
 
-// catalog is this node's view of the published tools: each one's
+// Catalog is this node's view of the published tools: each one's
 // metadata resolved against this host's variants. It is derived from the
 // FSM, never replicated.
-type catalog struct {
+type Catalog struct {
 	host registry.Host
 	self string
 
 	rebuildMu sync.Mutex // one rebuild at a time
 
 	mu       sync.RWMutex
-	entries  map[string]*entry
+	entries  map[string]*Entry
 	nvisible int            // how many entries are visible
 	index    []p9.ToolEntry // visible tools, sorted; rebuilt lazily
 	dirty    bool
@@ -33,49 +33,50 @@ type catalog struct {
 	// update is lost to it.
 	rebuilding bool
 	touched    map[string]bool
-	// held: updates wait for the next rebuild (hold); hints: parsed
-	// metadata of the last directory scan (offer).
+	// held: updates wait for the next rebuild (Hold); hints: parsed
+	// metadata of the last directory scan (Offer).
 	held  bool
 	hints map[string]hint
 }
 
-// errNotPublished: the tool's executable was published before its
+// ErrNotPublished: the tool's executable was published before its
 // metadata; it is not a tool yet.
-var errNotPublished = errors.New("its metadata has not been published yet")
+var ErrNotPublished = errors.New("its metadata has not been published yet")
 
-// entry is one published tool as this host sees it.
-type entry struct {
-	tool     *raftfsm.Tool
-	meta     *registry.Meta // as published
-	resolved registry.Meta  // variant merged (valid when visible)
-	variant  int
-	visible  bool
-	err      error // the published metadata does not parse here
+// Entry is one published tool as this host sees it.
+type Entry struct {
+	Tool     *raftfsm.Tool
+	Meta     *registry.Meta // as published
+	Resolved registry.Meta  // variant merged (valid when visible)
+	Variant  int
+	Visible  bool
+	Err      error // the published metadata does not parse here
 }
 
-func newCatalog(h registry.Host, self string) *catalog {
-	return &catalog{host: h, self: self, entries: map[string]*entry{}}
+// New returns an empty catalog for host h of the node named self.
+func New(h registry.Host, self string) *Catalog {
+	return &Catalog{host: h, self: self, entries: map[string]*Entry{}}
 }
 
 // resolve makes t's entry with r. parsed, when not nil, is t.Meta
 // already parsed (from an earlier entry or the directory scan: the same
 // bytes parse the same), so only the variants are resolved again.
-func (c *catalog) resolve(t *raftfsm.Tool, r *registry.Resolver, parsed *registry.Meta) *entry {
-	e := &entry{tool: t, variant: -1}
+func (c *Catalog) resolve(t *raftfsm.Tool, r *registry.Resolver, parsed *registry.Meta) *Entry {
+	e := &Entry{Tool: t, Variant: -1}
 	if !t.Published() {
-		e.err = errNotPublished
+		e.Err = ErrNotPublished
 		return e
 	}
 	m := parsed
 	if m == nil {
 		var err error
 		if m, _, err = registry.ParseMeta(t.Meta); err != nil {
-			e.err = err
+			e.Err = err
 			return e
 		}
 	}
-	e.meta = m
-	e.resolved, e.variant, e.visible = r.Resolve(m)
+	e.Meta = m
+	e.Resolved, e.Variant, e.Visible = r.Resolve(m)
 	return e
 }
 
@@ -86,22 +87,22 @@ const parallelResolveFrom = 64
 // one Resolver, so each binary and file is looked up once per pass, on
 // GOMAXPROCS workers when there are many. Metadata whose bytes equal
 // those of the current entry or of a hint is not parsed again.
-func (c *catalog) resolveAll(tools []*raftfsm.Tool) []*entry {
+func (c *Catalog) resolveAll(tools []*raftfsm.Tool) []*Entry {
 	parsed := make([]*registry.Meta, len(tools))
 	c.mu.RLock()
 	for i, t := range tools {
 		if t == nil {
 			continue
 		}
-		if old, ok := c.entries[t.Name]; ok && old.meta != nil && bytes.Equal(old.tool.Meta, t.Meta) {
-			parsed[i] = old.meta
+		if old, ok := c.entries[t.Name]; ok && old.Meta != nil && bytes.Equal(old.Tool.Meta, t.Meta) {
+			parsed[i] = old.Meta
 		} else if h, ok := c.hints[t.Name]; ok && bytes.Equal(h.data, t.Meta) {
 			parsed[i] = h.meta
 		}
 	}
 	c.mu.RUnlock()
 	r := registry.NewResolver(c.host)
-	out := make([]*entry, len(tools))
+	out := make([]*Entry, len(tools))
 	work := func(i int) {
 		if tools[i] != nil {
 			out[i] = c.resolve(tools[i], r, parsed[i])
@@ -133,10 +134,10 @@ type hint struct {
 	meta *registry.Meta
 }
 
-// offer hands the catalog the tools of a directory scan, parsed, so that
+// Offer hands the catalog the tools of a directory scan, parsed, so that
 // resolving the same bytes when they are published (or found restored)
 // does not parse them again; dropHints forgets them.
-func (c *catalog) offer(found map[string]registry.DirTool) {
+func (c *Catalog) Offer(found map[string]registry.DirTool) {
 	hints := make(map[string]hint, len(found))
 	for name, dt := range found {
 		if dt.Parsed != nil {
@@ -148,31 +149,31 @@ func (c *catalog) offer(found map[string]registry.DirTool) {
 	c.mu.Unlock()
 }
 
-func (c *catalog) dropHints() {
+func (c *Catalog) DropHints() {
 	c.mu.Lock()
 	c.hints = nil
 	c.mu.Unlock()
 }
 
-// hold makes updates and restores do nothing until the next rebuild, which
+// Hold makes updates and restores do nothing until the next rebuild, which
 // lists every tool anyway: a node starting on a long log replays it into
 // the FSM without resolving each entry's tools one entry at a time.
-func (c *catalog) hold() {
+func (c *Catalog) Hold() {
 	c.mu.Lock()
 	c.held = true
 	c.mu.Unlock()
 }
 
-func (c *catalog) isHeld() bool {
+func (c *Catalog) IsHeld() bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return c.held
 }
 
-// rebuild re-resolves every tool (after a restore, and periodically: a
+// Rebuild re-resolves every tool (after a restore, and periodically: a
 // binary may have been installed since), and ends a hold. It reports
 // whether anything became visible or hidden. Updates may run meanwhile.
-func (c *catalog) rebuild(list func() []*raftfsm.Tool, lookup func(string) (*raftfsm.Tool, bool)) bool {
+func (c *Catalog) Rebuild(list func() []*raftfsm.Tool, lookup func(string) (*raftfsm.Tool, bool)) bool {
 	c.rebuildMu.Lock()
 	defer c.rebuildMu.Unlock()
 	c.mu.Lock()
@@ -182,18 +183,18 @@ func (c *catalog) rebuild(list func() []*raftfsm.Tool, lookup func(string) (*raf
 	// Listed only now: an update before this point is in the list, one
 	// after it is in touched.
 	tools := list()
-	entries := make(map[string]*entry, len(tools))
+	entries := make(map[string]*Entry, len(tools))
 	nvisible := 0
 	for _, e := range c.resolveAll(tools) {
-		entries[e.tool.Name] = e
-		if e.visible {
+		entries[e.Tool.Name] = e
+		if e.Visible {
 			nvisible++
 		}
 	}
 	c.mu.Lock()
 	changed := len(entries) != len(c.entries)
 	for name, e := range entries {
-		if old, ok := c.entries[name]; !ok || old.visible != e.visible || old.variant != e.variant {
+		if old, ok := c.entries[name]; !ok || old.Visible != e.Visible || old.Variant != e.Variant {
 			changed = true
 		}
 	}
@@ -206,35 +207,35 @@ func (c *catalog) rebuild(list func() []*raftfsm.Tool, lookup func(string) (*raf
 	c.rebuilding, c.touched = false, nil
 	c.mu.Unlock()
 	if len(touched) > 0 {
-		c.update(touched, lookup)
+		c.Update(touched, lookup)
 	}
 	return changed
 }
 
-// update re-resolves the named tools from the FSM.
-func (c *catalog) update(names []string, lookup func(string) (*raftfsm.Tool, bool)) {
-	if c.isHeld() {
+// Update re-resolves the named tools from the FSM.
+func (c *Catalog) Update(names []string, lookup func(string) (*raftfsm.Tool, bool)) {
+	if c.IsHeld() {
 		return
 	}
 	tools := make([]*raftfsm.Tool, len(names))
 	for i, name := range names {
 		tools[i], _ = lookup(name)
 	}
-	fresh := make(map[string]*entry, len(names))
+	fresh := make(map[string]*Entry, len(names))
 	for i, e := range c.resolveAll(tools) {
 		fresh[names[i]] = e
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for name, e := range fresh {
-		if old, ok := c.entries[name]; ok && old.visible {
+		if old, ok := c.entries[name]; ok && old.Visible {
 			c.nvisible--
 		}
 		if e == nil {
 			delete(c.entries, name)
 		} else {
 			c.entries[name] = e
-			if e.visible {
+			if e.Visible {
 				c.nvisible++
 			}
 		}
@@ -245,16 +246,16 @@ func (c *catalog) update(names []string, lookup func(string) (*raftfsm.Tool, boo
 	c.dirty = true
 }
 
-// get returns a tool's entry.
-func (c *catalog) get(name string) (*entry, bool) {
+// Get returns a tool's entry.
+func (c *Catalog) Get(name string) (*Entry, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	e, ok := c.entries[name]
 	return e, ok
 }
 
-// visible lists the tools this host can run, sorted by name.
-func (c *catalog) visible() []p9.ToolEntry {
+// Visible lists the tools this host can run, sorted by name.
+func (c *Catalog) Visible() []p9.ToolEntry {
 	c.mu.RLock()
 	if !c.dirty {
 		idx := c.index
@@ -267,8 +268,8 @@ func (c *catalog) visible() []p9.ToolEntry {
 	if c.dirty {
 		idx := make([]p9.ToolEntry, 0, len(c.entries))
 		for name, e := range c.entries {
-			if e.visible {
-				idx = append(idx, p9.ToolEntry{Name: name, Description: e.resolved.Description})
+			if e.Visible {
+				idx = append(idx, p9.ToolEntry{Name: name, Description: e.Resolved.Description})
 			}
 		}
 		sort.Slice(idx, func(i, j int) bool { return idx[i].Name < idx[j].Name })
@@ -277,22 +278,22 @@ func (c *catalog) visible() []p9.ToolEntry {
 	return c.index
 }
 
-// caps is what this host can run, for gossip: each visible tool and the
+// Caps is what this host can run, for gossip: each visible tool and the
 // index of the variant that matched (-1 without variants).
-func (c *catalog) caps() cluster.Caps {
+func (c *Catalog) Caps() cluster.Caps {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	out := make(cluster.Caps, len(c.entries))
 	for name, e := range c.entries {
-		if e.visible {
-			out[name] = e.variant
+		if e.Visible {
+			out[name] = e.Variant
 		}
 	}
 	return out
 }
 
-// count is how many tools this host can run.
-func (c *catalog) count() int {
+// Count is how many tools this host can run.
+func (c *Catalog) Count() int {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return c.nvisible
