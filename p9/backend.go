@@ -42,11 +42,23 @@ type Walker interface {
 	WalkAgent(session, agent string) error
 }
 
-// Backend is what the tree serves. The node implements it; p9 imports
-// neither raftfsm nor cluster. Every method is safe for concurrent use and
-// returns errors whose text is a sentence a person can act on; the tree
-// sends that text as the 9P error.
+// Backend is what the tree serves: one small interface per part of the
+// tree. The node implements it; p9 imports neither raftfsm nor cluster.
+// Every method is safe for concurrent use and returns errors whose text
+// is a sentence a person can act on; the tree sends that text as the 9P
+// error.
 type Backend interface {
+	Catalog   // t/ read
+	Publisher // t/ and a/ written
+	Profiles  // a/ read
+	EventLog  // events
+	Cluster   // node, cluster/
+	Sessions  // session/
+	Agents    // session/S/agent/
+}
+
+// Catalog is t/ as read: the tools visible here, and every tool published.
+type Catalog interface {
 	// ToolIndex lists the tools visible on this node, sorted by name.
 	ToolIndex() []ToolEntry
 	// ToolNames lists every tool published to the cluster, sorted.
@@ -58,17 +70,18 @@ type Backend interface {
 	ToolExecutable(name string) (Executable, bool)
 	// ToolDoc returns the full documentation of a tool (the tools file).
 	ToolDoc(name string) (string, error)
-
 	// ToolTime is when the tool's current version (metadata or
-	// executable, whichever came last) was published; ProfileTime the
-	// same for a profile. The zero time when unknown. Stat shows them
-	// as the files' mtime, so they must not change between reads.
+	// executable, whichever came last) was published. The zero time when
+	// unknown. Stat shows it as the file's mtime, so it must not change
+	// between reads.
 	ToolTime(name string) time.Time
-	ProfileTime(name string) time.Time
-
 	// ToolExecMode is the file mode of a tool's published executable
 	// (e.g. 0755), as given when it was created through t/.
 	ToolExecMode(name string) (uint32, bool)
+}
+
+// Publisher publishes and withdraws tools and profiles through t/ and a/.
+type Publisher interface {
 	// PublishToolMeta validates and publishes t/NAME.meta (the whole
 	// document); an invalid one changes nothing and its error says why.
 	PublishToolMeta(name string, data []byte) error
@@ -91,24 +104,38 @@ type Backend interface {
 	WithdrawProfile(name string) error
 	// MaxExecutable is the largest executable PublishToolExec takes.
 	MaxExecutable() int64
+}
 
+// Profiles is a/ as read.
+type Profiles interface {
 	// ProfileNames lists the published agent profiles, sorted.
 	ProfileNames() []string
 	// Profile returns a profile as published.
 	Profile(name string) ([]byte, bool)
+	// ProfileTime is when the profile was published, as ToolTime.
+	ProfileTime(name string) time.Time
+}
 
+// EventLog is the events file.
+type EventLog interface {
 	// Events returns the events with an index greater than after, blocking
 	// until there is at least one or ctx is done (then it returns nil, nil).
 	// LastEvent is the index of the newest event, where a new reader starts.
 	Events(ctx context.Context, after uint64) ([]Event, error)
 	LastEvent() uint64
+}
 
+// Cluster is the node file and cluster/.
+type Cluster interface {
 	// NodeInfo is the text of the node file; Members of cluster/members.
 	NodeInfo() string
 	Members() string
 	// Where lists the nodes that can run a tool, one a line.
 	Where(tool string) (string, error)
+}
 
+// Sessions is session/.
+type Sessions interface {
 	// Sessions lists session names, sorted; an error when the node cannot
 	// answer now (e.g. catching up).
 	Sessions() ([]string, error)
@@ -117,6 +144,10 @@ type Backend interface {
 	NewSession(spec string) (string, error)
 	// KillSession removes a session and its agents.
 	KillSession(session string) error
+}
+
+// Agents is session/S/agent/: the agents, their loaded tools, and calls.
+type Agents interface {
 	// Agents lists the agents of a session, sorted; ErrNotFound if the
 	// session does not exist.
 	Agents(session string) ([]string, error)
