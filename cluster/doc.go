@@ -44,4 +44,8 @@
 // It knows nothing of Raft or 9P: the node reads Members, Events and
 // Capable and decides what they mean for the replicated state and for
 // routing calls.
+//
+// A node remembers its members' gossip addresses in a peers file
+// (SavePeers, LoadPeers), written at most every PeersSaveEvery while a
+// cluster forms (PeerSaves), to join them again after a restart.
 package cluster

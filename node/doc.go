@@ -53,7 +53,7 @@
 // and a server on the runtime's default (procs.go). It remembers the
 // gossip addresses of its members in DATA/peers.json, to rejoin them
 // after a restart: at the first join at once, then at most every few
-// seconds and at stop (peers.go).
+// seconds and at stop (cluster.PeerSaves).
 // It checks 9P attaches against the tokens in its FSM,
 // serves token/, ends a revoked token's connections and makes its own
 // admin token at first start (tokens.go). With Config.AuditFile, every

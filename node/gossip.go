@@ -81,23 +81,23 @@ const (
 
 // watchMembers turns membership changes into node+/node- events, tells
 // the leader to reconcile, and remembers the peers for a restart
-// (peers.go): at the first join at once, then at most every
-// peersSaveEvery, and once more as the node stops.
+// (cluster.PeerSaves): at the first join at once, then at most every
+// cluster.PeersSaveEvery, and once more as the node stops.
 func (n *Node) watchMembers() {
 	defer n.wg.Done()
-	var ps peerSaves
+	var ps cluster.PeerSaves
 	for {
 		select {
 		case <-n.ctx.Done():
-			ps.flush(n.savePeers)
+			ps.Flush(n.savePeers)
 			return
-		case <-ps.due():
-			ps.flush(n.savePeers)
+		case <-ps.Due():
+			ps.Flush(n.savePeers)
 		case ev := <-n.gossip.Events():
 			switch ev.Kind {
 			case cluster.NodeJoin:
 				n.events.add("node+", ev.Member.Name)
-				ps.changed(time.Now(), n.savePeers)
+				ps.Changed(time.Now(), n.savePeers)
 			case cluster.NodeLeave:
 				n.events.add("node-", ev.Member.Name)
 				// A client following that server leaves it now, not
