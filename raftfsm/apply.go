@@ -31,16 +31,21 @@ func applyPublishTools(st *state, index uint64, body []byte, ev *[]Event) any {
 		if err := checkName("tool", t.Name); err != nil {
 			return err
 		}
+		if t.ExecHash != "" && !isHexHash(t.ExecHash) {
+			return refuse(ErrInvalid, "the executable hash of tool %q is not 64 lowercase hex digits", t.Name)
+		}
 	}
 	origin := c.Origin
 	if origin == "" {
 		origin = OriginDir
 	}
 	for _, t := range c.Tools {
-		st.setTool(t.Name, &Tool{
+		n := &Tool{
 			Name: t.Name, Meta: t.Meta, ExecHash: t.ExecHash, ExecMode: t.Mode, ExecSize: t.Size,
 			Owner: c.Owner, Origin: origin, Index: index, Time: c.Time,
-		})
+		}
+		st.setTool(t.Name, n)
+		n.Version = st.recordVersion(t.Name, index, publisherOf(c.Publisher, c.Owner), c.Time, 0)
 		*ev = append(*ev, Event{index, "tool+", t.Name})
 	}
 	return Result{}
@@ -62,6 +67,7 @@ func applyPutToolMeta(st *state, index uint64, body []byte, ev *[]Event) any {
 		t.ExecHash, t.ExecMode, t.ExecSize = old.ExecHash, old.ExecMode, old.ExecSize
 	}
 	st.setTool(c.Name, t)
+	t.Version = st.recordVersion(c.Name, index, publisherOf(c.Publisher, c.Owner), c.Time, 0)
 	*ev = append(*ev, Event{index, "tool+", c.Name})
 	return Result{}
 }
@@ -82,6 +88,7 @@ func applyPutToolExec(st *state, index uint64, body []byte, ev *[]Event) any {
 		t.Meta = old.Meta
 	}
 	st.setTool(c.Name, t)
+	t.Version = st.recordVersion(c.Name, index, publisherOf(c.Publisher, c.Owner), c.Time, 0)
 	if t.Published() {
 		*ev = append(*ev, Event{index, "tool+", c.Name})
 	}
@@ -103,7 +110,14 @@ func applyDropToolExec(st *state, index uint64, body []byte, ev *[]Event) any {
 	}
 	t := *old
 	t.ExecHash, t.ExecMode, t.ExecSize, t.Index = "", 0, 0, index
+	if c.Time != 0 {
+		t.Time = c.Time
+	}
+	if c.Owner != "" {
+		t.Owner = c.Owner
+	}
 	st.setTool(c.Name, &t)
+	t.Version = st.recordVersion(c.Name, index, publisherOf(c.Publisher, t.Owner), t.Time, 0)
 	*ev = append(*ev, Event{index, "tool+", c.Name})
 	return Result{}
 }
@@ -128,6 +142,7 @@ func applyWithdrawTools(st *state, index uint64, body []byte, ev *[]Event) any {
 			continue
 		}
 		st.setTool(name, nil)
+		st.recordVersion(name, index, publisherOf(c.Publisher, c.Owner), c.Time, 0)
 		if t.Published() {
 			*ev = append(*ev, Event{index, "tool-", name})
 		}

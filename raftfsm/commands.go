@@ -24,8 +24,10 @@ const (
 	CmdPutToolMeta
 	CmdPutToolExec
 	CmdDropToolExec
-	CmdPutToken    // tokens.go
-	CmdRevokeToken // tokens.go
+	CmdPutToken        // tokens.go
+	CmdRevokeToken     // tokens.go
+	CmdSetKeepVersions // versions.go
+	CmdRollback        // versions.go
 )
 
 // Origins of a publication: a node's watched directory, or a write into
@@ -52,6 +54,8 @@ var commandNames = map[CommandType]string{
 	CmdDropToolExec:     "drop-tool-exec",
 	CmdPutToken:         "put-token",
 	CmdRevokeToken:      "revoke-token",
+	CmdSetKeepVersions:  "set-keep-versions",
+	CmdRollback:         "rollback",
 }
 
 func (t CommandType) String() string {
@@ -84,6 +88,9 @@ type PublishTools struct {
 	Origin string     `json:"origin,omitempty"` // OriginDir when empty
 	Time   int64      `json:"time"`             // unix nanoseconds, stamped by the proposer
 	Tools  []ToolSpec `json:"tools"`
+	// Publisher is the principal publishing (versions.go); empty:
+	// node:OWNER.
+	Publisher string `json:"publisher,omitempty"`
 }
 
 // WithdrawTools removes tools. With Owner set, only the tools that Owner
@@ -94,6 +101,10 @@ type WithdrawTools struct {
 	// Origin, when set, limits the withdrawal to tools of that origin.
 	Origin string   `json:"origin,omitempty"`
 	Names  []string `json:"names"`
+	// Publisher and Time are the principal withdrawing and when: the
+	// withdrawn version's (versions.go).
+	Publisher string `json:"publisher,omitempty"`
+	Time      int64  `json:"time,omitempty"`
 }
 
 // PutToolMeta publishes one tool's metadata (t/NAME.meta written through
@@ -104,6 +115,8 @@ type PutToolMeta struct {
 	Time   int64  `json:"time"`
 	Name   string `json:"name"`
 	Meta   []byte `json:"meta"`
+	// Publisher: see PublishTools.
+	Publisher string `json:"publisher,omitempty"`
 }
 
 // PutToolExec publishes one tool's executable (t/NAME) by digest and
@@ -117,11 +130,18 @@ type PutToolExec struct {
 	ExecHash string `json:"execHash"`
 	Size     int64  `json:"size,omitempty"`
 	Mode     uint32 `json:"mode"`
+	// Publisher: see PublishTools.
+	Publisher string `json:"publisher,omitempty"`
 }
 
 // DropToolExec removes a tool's executable (rm t/NAME).
 type DropToolExec struct {
 	Name string `json:"name"`
+	// Owner, Publisher and Time are the version's it makes (all
+	// optional).
+	Owner     string `json:"owner,omitempty"`
+	Publisher string `json:"publisher,omitempty"`
+	Time      int64  `json:"time,omitempty"`
 }
 
 // ProfileSpec is one agent profile in a PublishProfiles command.

@@ -3,7 +3,10 @@
 // and restore of the whole state.
 //
 // The state is the cluster's catalog (published tool metadata, the digest,
-// size and mode of published executables, agent profiles) and its agents
+// size and mode of published executables, agent profiles), every tool's
+// kept versions (versions.go: each publish is the tool's next version,
+// with its publisher and time; a rollback copies a kept one; the newest
+// -keep-versions are kept, the leader's value holding) and its agents
 // (sessions, agents, loaded sets, revisions). Executable bytes are not in
 // the log or the state: a command names an executable by its SHA-256 and
 // size, and nodes keep and fetch the bytes outside Raft. Validate refuses

@@ -12,7 +12,7 @@ import (
 )
 
 // Event is a change the FSM made, reported to the observer after each
-// Apply. Kinds: tool+, tool-, agent+, agent-, load, unload. Name is the
+// Apply. Kinds: tool+, tool-, agent+, agent-, load, unload, rollback. Name is the
 // tool name; "S/A" for agents; "S/A/TOOL" for load and unload.
 type Event struct {
 	Index uint64
@@ -32,7 +32,8 @@ type Observer interface {
 
 // Result is what a successful command returns through the Raft future.
 type Result struct {
-	// Name is the name a create command made (generated or given).
+	// Name is the name a create command made (generated or given); for
+	// a rollback, the number of the version live after it.
 	Name string
 }
 
@@ -75,6 +76,8 @@ var applyTable = map[CommandType]applyFunc{
 	CmdDropToolExec:     applyDropToolExec,
 	CmdPutToken:         applyPutToken,
 	CmdRevokeToken:      applyRevokeToken,
+	CmdSetKeepVersions:  applySetKeepVersions,
+	CmdRollback:         applyRollback,
 }
 
 // Apply applies one committed log entry and returns a Result or an error
@@ -195,10 +198,13 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err := json.NewDecoder(rc).Decode(st); err != nil {
 		return fmt.Errorf("raftfsm: restore: %w", err)
 	}
-	if st.Format != SnapshotFormat {
-		return fmt.Errorf("raftfsm: restore: a snapshot of format %d; this build reads format %d", st.Format, SnapshotFormat)
+	if st.Format != SnapshotFormat && st.Format != snapshotFormatV1 {
+		return fmt.Errorf("raftfsm: restore: a snapshot of format %d; this build reads formats %d and %d", st.Format, snapshotFormatV1, SnapshotFormat)
 	}
 	st.fill()
+	if st.Format == snapshotFormatV1 {
+		st.versionsFromTools()
+	}
 	f.mu.Lock()
 	f.st = st
 	f.advance(st.Applied)

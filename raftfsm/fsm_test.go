@@ -130,21 +130,26 @@ func TestFSM_ExecByDigest(t *testing.T) {
 		t.Fatal("y still refers to it")
 	}
 	h.ok(CmdPublishTools, PublishTools{Tools: []ToolSpec{{Name: "y", Meta: []byte(`{}`)}}})
+	if !h.fsm.Referenced(hash) {
+		t.Fatal("the kept versions of x and y still refer to it")
+	}
+	h.ok(CmdSetKeepVersions, SetKeepVersions{Keep: 1})
 	if h.fsm.Referenced(hash) {
-		t.Fatal("no tool refers to it any more")
+		t.Fatal("no tool or kept version refers to it any more")
 	}
 	if snap := snapshotBytes(t, h.fsm); bytes.Contains(snap, []byte(`"blobs"`)) {
 		t.Fatalf("the snapshot holds blobs: %s", snap)
 	}
 }
 
-// A snapshot records its format; Restore takes this build's and refuses
-// any other, naming both, with the state left as it was.
+// A snapshot records its format; Restore takes this build's (and the
+// format before versions) and refuses any other, naming them, with the
+// state left as it was.
 func TestFSM_SnapshotFormat(t *testing.T) {
 	h := newHarness(t, nil)
 	h.ok(CmdCreateSession, CreateSession{Name: "s"})
 	snap := snapshotBytes(t, h.fsm)
-	if !bytes.Contains(snap, []byte(`"format":1`)) {
+	if !bytes.Contains(snap, []byte(`"format":2`)) {
 		t.Fatalf("the snapshot does not record its format: %s", snap)
 	}
 	r := New(nil)
@@ -155,11 +160,11 @@ func TestFSM_SnapshotFormat(t *testing.T) {
 		t.Fatal("the restored state lacks the session")
 	}
 	for _, bad := range [][]byte{
-		bytes.Replace(snap, []byte(`"format":1`), []byte(`"format":2`), 1),
-		bytes.Replace(snap, []byte(`"format":1,`), nil, 1),
+		bytes.Replace(snap, []byte(`"format":2`), []byte(`"format":3`), 1),
+		bytes.Replace(snap, []byte(`"format":2,`), nil, 1),
 	} {
 		err := r.Restore(io.NopCloser(bytes.NewReader(bad)))
-		if err == nil || !strings.Contains(err.Error(), "this build reads format 1") {
+		if err == nil || !strings.Contains(err.Error(), "this build reads formats 1 and 2") {
 			t.Fatalf("a snapshot of another format: %v", err)
 		}
 		if !r.HasSession("s") {
@@ -372,6 +377,7 @@ func TestFSM_SnapshotRestoreLargeState(t *testing.T) {
 		}
 	}
 	restored.Apply(&raft.Log{Index: 2, Type: raft.LogCommand, Data: MustEncode(CmdWithdrawTools, WithdrawTools{Names: names})})
+	restored.Apply(&raft.Log{Index: 3, Type: raft.LogCommand, Data: MustEncode(CmdSetKeepVersions, SetKeepVersions{Keep: 1})})
 	if restored.Referenced(tl.ExecHash) {
 		t.Fatal("the executable is still referenced after the withdrawal of every tool using it")
 	}
@@ -530,6 +536,10 @@ func TestFSM_PublishByFileAndOrigins(t *testing.T) {
 	if tl.ExecHash != "" || !tl.Published() {
 		t.Fatalf("after dropping the executable: %+v", tl)
 	}
+	if !h.fsm.Referenced(ExecHash(exe)) {
+		t.Fatal("the dropped executable is not referenced by the version that had it")
+	}
+	h.ok(CmdSetKeepVersions, SetKeepVersions{Keep: 1})
 	if h.fsm.Referenced(ExecHash(exe)) {
 		t.Fatal("the dropped executable is still referenced")
 	}

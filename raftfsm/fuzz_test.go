@@ -84,14 +84,17 @@ func FuzzApply(f *testing.F) {
 // fuzzHistory is a small state for fuzzed entries to act on.
 func fuzzHistory() [][]byte {
 	v := validEntries()
-	return [][]byte{v["publish-tools"], v["publish-profiles"], v["create-session"], v["create-agent"], v["load"]}
+	return [][]byte{v["publish-tools"], v["publish-profiles"], v["create-session"], v["create-agent"], v["load"], v["put-tool-meta-by"]}
 }
 
 func appliedField(i uint64) []byte {
 	return []byte(`"applied":` + strconv.FormatUint(i, 10))
 }
 
-// checkBlobs: every tool's executable has a well-formed digest.
+// checkBlobs: every tool's executable has a well-formed digest, and so
+// has every kept version's; each history is newest first, within the
+// bound but for its live version, with at most one live version, the one
+// its published tool is at.
 func checkBlobs(t *testing.T, f *FSM) {
 	t.Helper()
 	f.mu.RLock()
@@ -99,6 +102,29 @@ func checkBlobs(t *testing.T, f *FSM) {
 	for _, tl := range f.st.Tools {
 		if tl.ExecHash != "" && !isHexHash(tl.ExecHash) {
 			t.Fatalf("tool %q has a bad digest %q", tl.Name, tl.ExecHash)
+		}
+	}
+	for name, h := range f.st.Versions {
+		lives, prev := 0, h.Last+1
+		for i, v := range h.Versions {
+			if v.ExecHash != "" && !isHexHash(v.ExecHash) {
+				t.Fatalf("version %d of %q has a bad digest %q", v.Version, name, v.ExecHash)
+			}
+			if v.Version >= prev {
+				t.Fatalf("the versions of %q are not newest first: %s", name, states(h))
+			}
+			prev = v.Version
+			if v.State == StateLive {
+				lives++
+				if tl := f.st.Tools[name]; tl == nil || tl.Version != v.Version {
+					t.Fatalf("%q: live version %d, tool %+v", name, v.Version, tl)
+				}
+			} else if i >= f.st.keep() {
+				t.Fatalf("%q keeps %d versions, over the bound %d: %s", name, len(h.Versions), f.st.keep(), states(h))
+			}
+		}
+		if lives > 1 {
+			t.Fatalf("%q has %d live versions", name, lives)
 		}
 	}
 }

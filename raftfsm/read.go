@@ -32,13 +32,21 @@ func (f *FSM) Tools() []*Tool {
 	return out
 }
 
-// Referenced reports whether a tool refers to the executable of digest d.
+// Referenced reports whether a tool, or a kept version of one, refers
+// to the executable of digest d.
 func (f *FSM) Referenced(d string) bool {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	for _, t := range f.st.Tools {
 		if t.ExecHash == d {
 			return true
+		}
+	}
+	for _, h := range f.st.Versions {
+		for _, v := range h.Versions {
+			if v.ExecHash == d {
+				return true
+			}
 		}
 	}
 	return false

@@ -50,6 +50,9 @@ type Tool struct {
 	Index uint64 `json:"index"`
 	// Time is when it was published (stamped by the proposer).
 	Time int64 `json:"time"`
+	// Version is the number of its live version (versions.go); 0 for a
+	// tool that is not published yet.
+	Version uint64 `json:"version,omitempty"`
 }
 
 // Profile is a published agent profile; immutable like Tool.
@@ -115,8 +118,12 @@ func (s *Session) copy() *Session {
 }
 
 // SnapshotFormat is the version of the snapshot's encoding (state as
-// JSON); a snapshot records it, and Restore refuses any other.
-const SnapshotFormat = 1
+// JSON); a snapshot records it, and Restore refuses any other but 1, the
+// format before versions, whose published tools it takes as version 1.
+const SnapshotFormat = 2
+
+// snapshotFormatV1 is the format before tools had versions.
+const snapshotFormatV1 = 1
 
 // state is everything the FSM holds. It is also the snapshot format.
 type state struct {
@@ -127,6 +134,11 @@ type state struct {
 	Sessions map[string]*Session `json:"sessions"`
 	// Tokens are the 9P tokens by name (tokens.go).
 	Tokens map[string]*Token `json:"tokens,omitempty"`
+	// Versions are every tool's kept versions (versions.go), also of
+	// tools withdrawn; KeepVersions is how many are kept (0: the
+	// default).
+	Versions     map[string]*History `json:"versions,omitempty"`
+	KeepVersions int                 `json:"keepVersions,omitempty"`
 	// LastSession and LastAgent number generated names ("s1", "a1").
 	LastSession uint64 `json:"lastSession"`
 	LastAgent   uint64 `json:"lastAgent"`
@@ -146,6 +158,7 @@ func newState() *state {
 		Profiles: map[string]*Profile{},
 		Sessions: map[string]*Session{},
 		Tokens:   map[string]*Token{},
+		Versions: map[string]*History{},
 		byHash:   map[string]*Token{},
 	}
 }
@@ -154,14 +167,16 @@ func newState() *state {
 // each session's Agents map, which is copied (see Session).
 func (s *state) clone() *state {
 	c := &state{
-		Tools:       make(map[string]*Tool, len(s.Tools)),
-		Profiles:    make(map[string]*Profile, len(s.Profiles)),
-		Sessions:    make(map[string]*Session, len(s.Sessions)),
-		LastSession: s.LastSession,
-		LastAgent:   s.LastAgent,
-		Requests:    s.Requests.clone(),
-		Tokens:      make(map[string]*Token, len(s.Tokens)),
-		byHash:      make(map[string]*Token, len(s.byHash)),
+		Tools:        make(map[string]*Tool, len(s.Tools)),
+		Profiles:     make(map[string]*Profile, len(s.Profiles)),
+		Sessions:     make(map[string]*Session, len(s.Sessions)),
+		LastSession:  s.LastSession,
+		LastAgent:    s.LastAgent,
+		Requests:     s.Requests.clone(),
+		Tokens:       make(map[string]*Token, len(s.Tokens)),
+		Versions:     maps.Clone(s.Versions),
+		KeepVersions: s.KeepVersions,
+		byHash:       make(map[string]*Token, len(s.byHash)),
 	}
 	for k, v := range s.Tokens {
 		c.Tokens[k] = v
@@ -197,6 +212,9 @@ func (s *state) fill() {
 	}
 	if s.Tokens == nil {
 		s.Tokens = map[string]*Token{}
+	}
+	if s.Versions == nil {
+		s.Versions = map[string]*History{}
 	}
 	s.byHash = make(map[string]*Token, len(s.Tokens))
 	for _, t := range s.Tokens {

@@ -68,6 +68,8 @@ var validators = map[CommandType]validator{
 	CmdDropToolExec:     validateDropToolExec,
 	CmdPutToken:         validatePutToken,
 	CmdRevokeToken:      validateRevokeToken,
+	CmdSetKeepVersions:  validateSetKeepVersions,
+	CmdRollback:         validateRollback,
 }
 
 // Validate checks a log entry before it is proposed: a known command type
@@ -212,6 +214,9 @@ func validatePublishTools(body []byte, lim Limits) error {
 	if err := checkTime(c.Time); err != nil {
 		return err
 	}
+	if err := checkPublisher(c.Publisher); err != nil {
+		return err
+	}
 	seen := make(map[string]bool, len(c.Tools))
 	for _, t := range c.Tools {
 		if err := checkName("tool", t.Name); err != nil {
@@ -242,6 +247,12 @@ func validateWithdrawTools(body []byte, lim Limits) error {
 	if err := checkOrigin(c.Origin, true); err != nil {
 		return err
 	}
+	if err := checkPublisher(c.Publisher); err != nil {
+		return err
+	}
+	if err := checkTime(c.Time); err != nil {
+		return err
+	}
 	return checkNames("tool", c.Names)
 }
 
@@ -260,6 +271,9 @@ func validatePutToolMeta(body []byte, lim Limits) error {
 		return err
 	}
 	if err := checkName("tool", c.Name); err != nil {
+		return err
+	}
+	if err := checkPublisher(c.Publisher); err != nil {
 		return err
 	}
 	return checkMeta(c.Name, c.Meta)
@@ -285,12 +299,24 @@ func validatePutToolExec(body []byte, lim Limits) error {
 	if c.ExecHash == "" {
 		return fmt.Errorf("the executable of tool %q has no hash", c.Name)
 	}
+	if err := checkPublisher(c.Publisher); err != nil {
+		return err
+	}
 	return checkExec(c.Name, c.ExecHash, c.Size, c.Mode, lim)
 }
 
 func validateDropToolExec(body []byte, lim Limits) error {
 	var c DropToolExec
 	if err := decodeStrict(body, &c); err != nil {
+		return err
+	}
+	if err := checkOwner(c.Owner, false); err != nil {
+		return err
+	}
+	if err := checkPublisher(c.Publisher); err != nil {
+		return err
+	}
+	if err := checkTime(c.Time); err != nil {
 		return err
 	}
 	return checkName("tool", c.Name)

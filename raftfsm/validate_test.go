@@ -47,6 +47,11 @@ func validEntries() map[string][]byte {
 		"put-tool-meta":      MustEncode(CmdPutToolMeta, PutToolMeta{Owner: "n1", Origin: Origin9P, Time: 1, Name: "hi", Meta: meta}),
 		"put-tool-exec":      MustEncode(CmdPutToolExec, PutToolExec{Owner: "n1", Origin: Origin9P, Time: 1, Name: "hi", ExecHash: ExecHash(exe), Size: int64(len(exe)), Mode: 0o755}),
 		"drop-tool-exec":     MustEncode(CmdDropToolExec, DropToolExec{Name: "hi"}),
+		"drop-tool-exec-by":  MustEncode(CmdDropToolExec, DropToolExec{Name: "hi2", Owner: "n2", Publisher: "alice", Time: 2}),
+		"withdraw-by":        MustEncode(CmdWithdrawTools, WithdrawTools{Names: []string{"hi2"}, Publisher: "anon@127.0.0.1:9", Time: 3}),
+		"put-tool-meta-by":   MustEncode(CmdPutToolMeta, PutToolMeta{Owner: "n2", Origin: Origin9P, Time: 4, Name: "hi", Meta: []byte(`{"description":"v2"}`), Publisher: "alice"}),
+		"rollback":           MustEncode(CmdRollback, Rollback{Name: "hi", Version: 1, Publisher: "alice", Owner: "n2", Time: 5}),
+		"set-keep-versions":  MustEncode(CmdSetKeepVersions, SetKeepVersions{Keep: 2}),
 	}
 }
 
