@@ -106,35 +106,35 @@ func (n *Node) ReopenAudit() error {
 
 func (a auditBackend) PublishToolMeta(name string, data []byte) error {
 	start := time.Now()
-	err := a.Node.PublishToolMeta(name, data)
+	err := a.Node.publishToolMeta(name, data, a.who)
 	a.record(start, a.who, "publish-meta", name, err)
 	return err
 }
 
 func (a auditBackend) PublishToolExec(name string, up p9.ExecUpload, size int64, mode uint32) error {
 	start := time.Now()
-	err := a.Node.PublishToolExec(name, up, size, mode)
+	err := a.Node.publishToolExec(name, up, size, mode, a.who)
 	a.record(start, a.who, "publish-exec", name, err)
 	return err
 }
 
 func (a auditBackend) ChmodToolExec(name string, mode uint32) error {
 	start := time.Now()
-	err := a.Node.ChmodToolExec(name, mode)
+	err := a.Node.chmodToolExec(name, mode, a.who)
 	a.record(start, a.who, "publish-exec", name, err)
 	return err
 }
 
 func (a auditBackend) WithdrawTool(name string) error {
 	start := time.Now()
-	err := a.Node.WithdrawTool(name)
+	err := a.Node.withdrawTool(name, a.who)
 	a.record(start, a.who, "withdraw-tool", name, err)
 	return err
 }
 
 func (a auditBackend) RemoveToolExec(name string) error {
 	start := time.Now()
-	err := a.Node.RemoveToolExec(name)
+	err := a.Node.removeToolExec(name, a.who)
 	a.record(start, a.who, "remove-exec", name, err)
 	return err
 }

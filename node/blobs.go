@@ -50,6 +50,10 @@ func (s blobState) Wanted() []blobs.Want {
 			ws = append(ws, wantOf(t))
 		}
 	}
+	// The executables of kept versions, for v/NAME/VERSION and rollback.
+	for _, k := range s.fsm.KeptExecs() {
+		ws = append(ws, blobs.Want{Tool: k.Tool, Digest: k.Digest, Size: k.Size, Owner: k.Owner})
+	}
 	return ws
 }
 

@@ -59,6 +59,10 @@ type Config struct {
 	// BlobGrace is how long an executable no tool refers to stays in the
 	// blob store before it is removed; default DefaultBlobGrace.
 	BlobGrace time.Duration
+	// KeepVersions is how many versions of each tool the cluster keeps
+	// besides the live one (-keep-versions; default
+	// raftfsm.DefaultKeepVersions); the leader's value holds.
+	KeepVersions int
 
 	CallTimeout time.Duration // default 30s
 	AuditFile   string        // the audit log (-audit); "" = none
@@ -146,8 +150,10 @@ const (
 	DefaultClusterAddr = "127.0.0.1:9565"
 	// DefaultMaxExecSize is -max-exec-size's default, 256 MiB.
 	DefaultMaxExecSize = raftfsm.DefaultMaxExecSize
-	DefaultVoters      = 5
-	DefaultCallTimeout = 30 * time.Second
+	// DefaultKeepVersions is -keep-versions' default, 10.
+	DefaultKeepVersions = raftfsm.DefaultKeepVersions
+	DefaultVoters       = 5
+	DefaultCallTimeout  = 30 * time.Second
 )
 
 func (c *Config) fill() error {
@@ -205,6 +211,9 @@ func (c *Config) fill() error {
 	}
 	if c.BlobGrace <= 0 {
 		c.BlobGrace = DefaultBlobGrace
+	}
+	if c.KeepVersions <= 0 {
+		c.KeepVersions = DefaultKeepVersions
 	}
 	c.Workdirs = append([]string(nil), c.Workdirs...) // the caller's slice stays as it was
 	for i, w := range c.Workdirs {

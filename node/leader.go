@@ -72,6 +72,7 @@ func (n *Node) leaderLoop(ctx context.Context) {
 	if err := n.raftNode().Barrier(applyTimeout).Error(); err != nil {
 		n.warnf("leader barrier: %v", err)
 	}
+	n.setKeepVersions(ctx)
 	for {
 		next := reconcileEvery
 		if !n.reconcileMembers() {

@@ -48,6 +48,13 @@ func (n *Node) ProfileTime(name string) time.Time {
 
 // PublishToolMeta validates and publishes a tool's metadata.
 func (n *Node) PublishToolMeta(name string, data []byte) error {
+	return n.publishToolMeta(name, data, "")
+}
+
+// publishToolMeta is PublishToolMeta for principal who, the publisher
+// of the version it makes ("": this node). The unexported twins of the
+// methods below take who alike; auditBackend calls them.
+func (n *Node) publishToolMeta(name string, data []byte, who string) error {
 	if err := registry.ValidName(name); err != nil {
 		return err
 	}
@@ -58,6 +65,7 @@ func (n *Node) PublishToolMeta(name string, data []byte) error {
 	n.logNotes(name, notes)
 	_, err = n.apply(raftfsm.CmdPutToolMeta, raftfsm.PutToolMeta{
 		Owner: n.cfg.Name, Origin: raftfsm.Origin9P, Time: nowNano(), Name: name, Meta: data,
+		Publisher: publisherName(who),
 	})
 	return err
 }
@@ -72,6 +80,10 @@ func (n *Node) NewExecUpload() (p9.ExecUpload, error) { return n.blobs.Store().T
 // the command is committed and applied here; the other nodes fetch the
 // bytes from this one (or any that has them) in the background.
 func (n *Node) PublishToolExec(name string, up p9.ExecUpload, size int64, mode uint32) error {
+	return n.publishToolExec(name, up, size, mode, "")
+}
+
+func (n *Node) publishToolExec(name string, up p9.ExecUpload, size int64, mode uint32, who string) error {
 	defer up.Close()
 	if err := registry.ValidName(name); err != nil {
 		return err
@@ -92,7 +104,7 @@ func (n *Node) PublishToolExec(name string, up p9.ExecUpload, size int64, mode u
 	}
 	_, err = n.apply(raftfsm.CmdPutToolExec, raftfsm.PutToolExec{
 		Owner: n.cfg.Name, Origin: raftfsm.Origin9P, Time: nowNano(), Name: name,
-		ExecHash: d, Size: size, Mode: mode & 0o7777,
+		ExecHash: d, Size: size, Mode: mode & 0o7777, Publisher: publisherName(who),
 	})
 	return err
 }
@@ -100,6 +112,10 @@ func (n *Node) PublishToolExec(name string, up p9.ExecUpload, size int64, mode u
 // ChmodToolExec publishes a tool's executable again with a new mode: the
 // same digest, so no byte moves.
 func (n *Node) ChmodToolExec(name string, mode uint32) error {
+	return n.chmodToolExec(name, mode, "")
+}
+
+func (n *Node) chmodToolExec(name string, mode uint32, who string) error {
 	t, ok := n.fsm.Tool(name)
 	if !ok || t.ExecHash == "" {
 		return fmt.Errorf("file does not exist: tool %q has no published executable", name)
@@ -110,23 +126,31 @@ func (n *Node) ChmodToolExec(name string, mode uint32) error {
 	}
 	_, err := n.apply(raftfsm.CmdPutToolExec, raftfsm.PutToolExec{
 		Owner: n.cfg.Name, Origin: raftfsm.Origin9P, Time: nowNano(), Name: name,
-		ExecHash: t.ExecHash, Size: size, Mode: mode & 0o7777,
+		ExecHash: t.ExecHash, Size: size, Mode: mode & 0o7777, Publisher: publisherName(who),
 	})
 	return err
 }
 
 // WithdrawTool removes a tool cluster-wide, whoever published it.
-func (n *Node) WithdrawTool(name string) error {
+func (n *Node) WithdrawTool(name string) error { return n.withdrawTool(name, "") }
+
+func (n *Node) withdrawTool(name, who string) error {
 	if t, ok := n.fsm.Tool(name); !ok || !t.Published() {
 		return fmt.Errorf("file does not exist: no tool %q in the cluster", name)
 	}
-	_, err := n.apply(raftfsm.CmdWithdrawTools, raftfsm.WithdrawTools{Names: []string{name}})
+	_, err := n.apply(raftfsm.CmdWithdrawTools, raftfsm.WithdrawTools{
+		Names: []string{name}, Publisher: publisherName(publisherOr(who, n.cfg.Name)), Time: nowNano(),
+	})
 	return err
 }
 
 // RemoveToolExec removes a tool's executable, keeping its metadata.
-func (n *Node) RemoveToolExec(name string) error {
-	_, err := n.apply(raftfsm.CmdDropToolExec, raftfsm.DropToolExec{Name: name})
+func (n *Node) RemoveToolExec(name string) error { return n.removeToolExec(name, "") }
+
+func (n *Node) removeToolExec(name, who string) error {
+	_, err := n.apply(raftfsm.CmdDropToolExec, raftfsm.DropToolExec{
+		Name: name, Owner: n.cfg.Name, Publisher: publisherName(who), Time: nowNano(),
+	})
 	return err
 }
 

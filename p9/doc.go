@@ -164,6 +164,14 @@
 //     and publishes the published executable again with that mode. Only
 //     the permission bits of a mode count.
 //
+// # Versions
+//
+// v/NAME/ lists a tool's kept versions (versions.go), served by a Backend
+// that implements Versions (else v/ is empty): idx, one line per version
+// newest first ("VERSION STATE PUBLISHER TIME DIGEST SIGNER", '-' for an
+// empty field), VERSION.meta and VERSION (read-only), and ctl, which
+// takes "rollback VERSION" from the publish role.
+//
 // # Who may do what
 //
 // Options.Attach turns each attach name (a token, or "" for none) into a

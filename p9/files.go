@@ -15,8 +15,10 @@ import (
 // killed agent's preamble) fails at the open.
 func (s *Server) openHandle(b Backend, n *node) (handle, error) {
 	switch n.kind {
-	case kRoot, kTDir, kADir, kClusterDir, kSessionDir, kSession, kAgentDir, kAgent:
+	case kRoot, kTDir, kADir, kClusterDir, kSessionDir, kSession, kAgentDir, kAgent, kVDir, kVTool:
 		return newDirHandle(s, n)
+	case kVIdx, kVMeta, kVExec, kVCtl:
+		return s.openVersion(b, n)
 	case kTIdx:
 		return newSnapshot(func() ([]byte, error) { return indexText(b.ToolIndex()), nil })
 	case kTMeta:

@@ -17,7 +17,7 @@ import (
 //	read     the root, t/ and a/ (reading), tools, events, node, cluster/,
 //	         and writing the question files tools and cluster/where
 //	call     session/ and everything under it
-//	publish  creating, writing and removing in t/ and a/
+//	publish  creating, writing and removing in t/ and a/; writing v/NAME/ctl
 //	admin    token/new, token/idx, token/ctl
 //
 // token/ itself is listed in the root for every role, so a client can see
@@ -39,7 +39,7 @@ func readRole(k kind) Role {
 // creating or removing in it).
 func writeRole(k kind) Role {
 	switch k {
-	case kTDir, kADir, kTMeta, kTExec, kProfile:
+	case kTDir, kADir, kTMeta, kTExec, kProfile, kVCtl:
 		return RolePublish
 	}
 	return readRole(k)

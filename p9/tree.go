@@ -25,6 +25,8 @@ const (
 	kAgentDir        // session/S/agent/
 	kAgent           // session/S/agent/A/
 	kTokenDir        // token/
+	kVDir            // v/
+	kVTool           // v/NAME/
 
 	kTIdx       // t/idx
 	kTMeta      // t/NAME.meta
@@ -48,6 +50,10 @@ const (
 	kTokenNew   // token/new
 	kTokenIdx   // token/idx
 	kTokenCtl   // token/ctl
+	kVIdx       // v/NAME/idx
+	kVMeta      // v/NAME/VERSION.meta
+	kVExec      // v/NAME/VERSION
+	kVCtl       // v/NAME/ctl
 	nKinds
 )
 
@@ -65,6 +71,8 @@ var perms = [nKinds]uint32{
 	kLoaded: 0o444, kRev: 0o444, kPreamble: 0o444, kCall: 0o666,
 
 	kTokenDir: 0o555, kTokenNew: 0o666, kTokenIdx: 0o444, kTokenCtl: 0o222,
+
+	kVDir: 0o555, kVTool: 0o555, kVIdx: 0o444, kVMeta: 0o444, kVExec: 0o555, kVCtl: 0o222,
 }
 
 // node is one file or directory of the tree. Nodes are immutable and may be
@@ -76,7 +84,8 @@ type node struct {
 	parent *node  // the root is its own parent
 	sess   string // session, for nodes under session/S
 	agent  string // agent, for nodes under session/S/agent/A
-	arg    string // tool or profile name, for t/ and a/ files
+	arg    string // tool or profile name, for t/ and a/ files and under v/
+	ver    uint64 // version, for v/NAME/VERSION and VERSION.meta
 	qid    proto.Qid
 }
 
@@ -140,9 +149,10 @@ var (
 	tokenNewNode   = newNode(tokenDirNode, kTokenNew, "new")
 	tokenIdxNode   = newNode(tokenDirNode, kTokenIdx, "idx")
 	tokenCtlNode   = newNode(tokenDirNode, kTokenCtl, "ctl")
+	vDirNode       = newNode(rootNode, kVDir, "v")
 
 	// rootChildren and the other fixed lists are sorted by name.
-	rootChildren    = []*node{aDirNode, clusterDirNode, eventsNode, nodeNode, sessionDirNode, tDirNode, tokenDirNode, toolsNode}
+	rootChildren    = []*node{aDirNode, clusterDirNode, eventsNode, nodeNode, sessionDirNode, tDirNode, tokenDirNode, toolsNode, vDirNode}
 	clusterChildren = []*node{membersNode, whereNode}
 	tokenChildren   = []*node{tokenCtlNode, tokenIdxNode, tokenNewNode}
 )
@@ -208,6 +218,8 @@ func walk1(s *Server, n *node, name string) (*node, error) {
 				return c, nil
 			}
 		}
+	case kVDir, kVTool:
+		return walkVersions(s, n, name)
 	case kTDir:
 		if name == "idx" {
 			return tIdxNode, nil
@@ -318,6 +330,8 @@ func (s *Server) children(n *node) ([]*node, error) {
 		return clusterChildren, nil
 	case kTokenDir:
 		return tokenChildren, nil
+	case kVDir, kVTool:
+		out = s.versionChildren(n)
 	case kTDir:
 		out = append(out, tIdxNode)
 		for _, name := range b.ToolNames() {
@@ -448,6 +462,8 @@ func (s *Server) content(n *node) (uint64, uint32) {
 		if p, ok := b.Profile(n.arg); ok {
 			size, when = textLen(p), b.ProfileTime(n.arg)
 		}
+	case kVIdx, kVMeta, kVExec:
+		size, when = s.versionContent(n)
 	}
 	mtime := s.mtime
 	if !when.IsZero() {

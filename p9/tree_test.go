@@ -148,7 +148,7 @@ func TestTree_DirListings(t *testing.T) {
 		path string
 		want []string
 	}{
-		{"/", []string{"a", "cluster", "events", "node", "session", "t", "token", "tools"}},
+		{"/", []string{"a", "cluster", "events", "node", "session", "t", "token", "tools", "v"}},
 		{"t", []string{"block.meta", "echo", "echo.meta", "fail.meta", "idx"}},
 		{"a", []string{"coder.json", "zeta.json"}},
 		{"cluster", []string{"members", "where"}},
