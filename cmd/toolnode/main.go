@@ -21,6 +21,9 @@ const usage = `usage:
   (9p, call: -tls-ca FILE or $TOOLNODE_CA for 9P over TLS; -token T or $TOOLNODE_TOKEN)
   toolnode mcp [-a ADDR] [-profile P]     an MCP server on stdin/stdout for one agent
   toolnode token [-a ADDR] [-data DIR] new -role ROLE NAME | ls | revoke NAME
+  toolnode tool [-a ADDR] versions NAME   a tool's kept versions (v/NAME/idx) as a table
+  toolnode tool [-a ADDR] rollback NAME VERSION
+                                           publish a copy of a kept version as the next one
   toolnode keygen                          print a new gossip key
   toolnode version                         the module version, commit and Go version of this binary
   toolnode tls ca [-dir D] [-days N]       make a CA: toolnode-ca.pem, toolnode-ca-key.pem
@@ -48,6 +51,8 @@ func main() {
 		err = mcpStdio(args)
 	case "token":
 		err = token(args)
+	case "tool":
+		err = tool(args)
 	case "keygen":
 		err = keygen(args)
 	case "version":

@@ -51,6 +51,7 @@ func TestSubcommandHelp(t *testing.T) {
 		{[]string{"token", "new", "-h"}, []string{"usage: toolnode token [-a ADDR] [-data DIR] new", "-role string"}},
 		{[]string{"token", "ls", "-h"}, []string{"usage: toolnode token [-a ADDR] [-data DIR] ls"}},
 		{[]string{"token", "revoke", "-h"}, []string{"usage: toolnode token [-a ADDR] [-data DIR] revoke NAME"}},
+		{[]string{"tool", "-h"}, []string{"usage: toolnode tool [-a ADDR] versions NAME | rollback NAME VERSION", "-a string", "-token string"}},
 		{[]string{"keygen", "-h"}, []string{"usage: toolnode keygen"}},
 		{[]string{"version", "-h"}, []string{"usage: toolnode version"}},
 		{[]string{"tls", "-h"}, []string{"usage: toolnode tls ca", "toolnode tls cert"}},
