@@ -242,8 +242,8 @@ func Test_Blobs_CallWaitsThenSays(t *testing.T) {
 	}
 }
 
-// Blobs no tool refers to are removed after the grace period; those a
-// tool refers to stay.
+// Blobs no tool or kept version refers to are removed after the grace
+// period; those a tool or a kept version refers to stay.
 func Test_Blobs_Collect(t *testing.T) {
 	root := t.TempDir()
 	n1, _ := startBlobMember(t, "n1", root)
@@ -260,7 +260,23 @@ func Test_Blobs_Collect(t *testing.T) {
 	if err := f.Remove("t/drop.meta"); err != nil {
 		t.Fatal(err)
 	}
+	// The withdrawn tool's earlier version still names it.
 	now := time.Now()
+	n1.blobs.Sweep(now)
+	n1.blobs.Sweep(now.Add(n1.cfg.BlobGrace + time.Second))
+	if !n1.blobs.Store().Has(blobstore.Digest(drop)) {
+		t.Fatal("the executable of a kept version was removed")
+	}
+	// Publishing drop -keep-versions more times drops that version.
+	for i := range n1.cfg.KeepVersions {
+		if err := put9(f, "t/drop.meta", 0o644, []byte(fmt.Sprintf(`{"description":"x%d"}`, i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n1.fsm.Referenced(blobstore.Digest(drop)) {
+		t.Fatal("a dropped version's executable is still referenced")
+	}
+	now = time.Now()
 	n1.blobs.Sweep(now)
 	if !n1.blobs.Store().Has(blobstore.Digest(drop)) {
 		t.Fatal("removed before the grace period")
