@@ -59,9 +59,10 @@ type Config struct {
 	// BlobGrace is how long an executable no tool refers to stays in the
 	// blob store before it is removed; default DefaultBlobGrace.
 	BlobGrace time.Duration
-	// KeepVersions is how many versions of each tool the cluster keeps
-	// besides the live one (-keep-versions; default
-	// raftfsm.DefaultKeepVersions); the leader's value holds.
+	// KeepVersions is how many of the newest versions of each tool the
+	// cluster keeps, the live one always kept besides (-keep-versions;
+	// default DefaultKeepVersions, at most raftfsm.MaxKeepVersions); the
+	// leader's value holds.
 	KeepVersions int
 
 	CallTimeout time.Duration // default 30s
@@ -214,6 +215,9 @@ func (c *Config) fill() error {
 	}
 	if c.KeepVersions <= 0 {
 		c.KeepVersions = DefaultKeepVersions
+	}
+	if c.KeepVersions > raftfsm.MaxKeepVersions {
+		return fmt.Errorf("-keep-versions %d: at most %d", c.KeepVersions, raftfsm.MaxKeepVersions)
 	}
 	c.Workdirs = append([]string(nil), c.Workdirs...) // the caller's slice stays as it was
 	for i, w := range c.Workdirs {

@@ -294,7 +294,7 @@ func (n *Node) syncToolsFrom(scan *toolScan) bool {
 		return false
 	}
 	if len(gone) > 0 {
-		if _, err := n.applyOwn("withdraw-tools", gone, raftfsm.CmdWithdrawTools, raftfsm.WithdrawTools{Owner: n.cfg.Name, Origin: raftfsm.OriginDir, Names: gone}); err != nil {
+		if _, err := n.applyOwn("withdraw-tools", gone, raftfsm.CmdWithdrawTools, raftfsm.WithdrawTools{Owner: n.cfg.Name, Origin: raftfsm.OriginDir, Names: gone, Time: nowNano()}); err != nil {
 			n.warnf("tools: withdrawing %s failed: %v (will retry)", strings.Join(gone, ", "), err)
 			return false
 		}

@@ -28,7 +28,7 @@ func (n *Node) setKeepVersions(ctx context.Context) {
 		n.warnf("versions: making -keep-versions %d the cluster's: %v", n.cfg.KeepVersions, err)
 		return
 	}
-	n.logger.Printf("versions: the cluster keeps %d versions of each tool besides the live one (-keep-versions)", n.cfg.KeepVersions)
+	n.logger.Printf("versions: the cluster keeps the newest %d versions of each tool, and its live one (-keep-versions)", n.cfg.KeepVersions)
 }
 
 // publisherName is a principal as a version records it: one field of a
