@@ -7,11 +7,6 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	// The test binary doubles as a probe tool: "registry.test probe WHAT
-	// ARGS..." does one thing a sandboxed tool must not (see probe).
-	if len(os.Args) > 2 && os.Args[1] == "probe" {
-		os.Exit(probe(os.Args[2], os.Args[3:]))
-	}
 	code := m.Run()
 	removeBenchFixture()
 	os.Exit(code)
