@@ -304,9 +304,6 @@ func lookPathIn(name, path string) string {
 // tools, one item a phrase; see sandbox.Sandbox.Protections.
 func (r *Runner) Protections() []string { return r.sb.Protections() }
 
-// SandboxInfo says what confines r's tools; see sandbox.Sandbox.Info.
-func (r *Runner) SandboxInfo() []string { return r.sb.Info() }
-
 // Close removes what the Runner made on the host (its cgroups). Calls
 // still running are not waited for.
 func (r *Runner) Close() error { return r.sb.Close() }

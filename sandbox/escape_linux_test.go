@@ -265,7 +265,7 @@ func TestEscape_AbstractUnixSocket(t *testing.T) {
 // (the second control, besides -yolo) does both.
 func TestEscape_Network(t *testing.T) {
 	if handledNet(mustABI(t)) == 0 {
-		t.Skip("this kernel has no Landlock network rules (ABI < 4); SandboxInfo says so")
+		t.Skip("this kernel has no Landlock network rules (ABI < 4); Info says so")
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -299,7 +299,7 @@ func TestEscape_Network(t *testing.T) {
 	}
 	if info := strings.Join(sb.Info(), "; "); !strings.Contains(info, `network: no TCP connect or bind without "network": true`) &&
 		!strings.Contains(info, "network: no TCP or UDP") {
-		t.Errorf("SandboxInfo does not say what tools may reach: %s", info)
+		t.Errorf("Info does not say what tools may reach: %s", info)
 	}
 }
 
@@ -326,9 +326,9 @@ func TestEscape_PathnameUnixSocket(t *testing.T) {
 		// and the control still shows the probe works.
 		allowed(t, yolo, probe, "")
 		if info := strings.Join(sb.Info(), "; "); !strings.Contains(info, "missing: pathname unix socket") {
-			t.Errorf("SandboxInfo does not name the missing protection: %q", info)
+			t.Errorf("Info does not name the missing protection: %q", info)
 		}
-		t.Skip("this kernel cannot confine pathname unix sockets (Landlock ABI < 9); SandboxInfo says so")
+		t.Skip("this kernel cannot confine pathname unix sockets (Landlock ABI < 9); Info says so")
 	}
 	escape(t, sb, yolo, probe, "")
 }
