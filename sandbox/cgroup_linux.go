@@ -17,7 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// cgroupSeq numbers the runners of this process, so that several nodes in
+// cgroupSeq numbers the sandboxes of this process, so that several nodes in
 // one process (tests) get cgroups of their own.
 var cgroupSeq atomic.Int64
 
@@ -372,7 +372,7 @@ func (g *callGroup) setAttr(a *syscall.SysProcAttr) {
 // thread joins the v1 pids cgroup (v1 places threads, not processes), so
 // the tool is born in it and can never have run outside it. The thread
 // stays in it until it ends, after the call (a call's thread is never the
-// node's main thread, see sandbox.go): moving it back would be a second
+// node's main thread, see thread.go): moving it back would be a second
 // cgroup v1 migration, which waits for an RCU grace period, on the call's
 // path. It counts as one of the cgroup's processes; pids.max allows for
 // it.

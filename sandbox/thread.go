@@ -99,7 +99,7 @@ func (t *callThread) start(cmd *exec.Cmd, sb *sandboxSpec) (release func(), err 
 func (t *callThread) discard() { close(t.jobs) }
 
 // The main goroutine keeps the process's first thread. A goroutine of
-// startOnThread that happened to run there would confine that thread for
+// newCallThread that happened to run there would confine that thread for
 // good: the runtime cannot end the first thread, so it parks it, and the
 // kernel judges signals, ptrace and /proc/PID of the node by that thread,
 // the thread group leader. The tool of that call would then share the
