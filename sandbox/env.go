@@ -16,7 +16,7 @@ var toolEnvAllowed = []string{
 
 // nodeEnvPrefix starts the names of the node's own variables
 // (TOOLNODE_GOSSIP_KEY, TOOLNODE_TOKEN, ...). Of them a tool gets only
-// TOOLNODE_NODE, which Run sets.
+// TOOLNODE_NODE, which the caller (registry's Runner) sets.
 const nodeEnvPrefix = "TOOLNODE_"
 
 // CheckToolEnv validates the names given with -tool-env: each is a
@@ -53,7 +53,7 @@ func validEnvName(s string) bool {
 // the allow-list or among extra (both may hold prefixes ending in '*').
 func EnvAllowed(name string, extra []string) bool {
 	if strings.HasPrefix(name, nodeEnvPrefix) {
-		return false // TOOLNODE_NODE is set by Run, never inherited
+		return false // TOOLNODE_NODE is set by the caller, never inherited
 	}
 	match := func(pats []string) bool {
 		for _, p := range pats {
