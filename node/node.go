@@ -27,6 +27,7 @@ import (
 	"github.com/toolnode/toolnode/raftfsm"
 	"github.com/toolnode/toolnode/raftlog"
 	"github.com/toolnode/toolnode/registry"
+	"github.com/toolnode/toolnode/sandbox"
 )
 
 // Errors of the write path.
@@ -82,7 +83,7 @@ type Node struct {
 	runner  *registry.Runner
 	sandbox string     // how tools are run, for the node file
 	calls   *callQueue // -max-calls
-	digests registry.DigestCache
+	digests sandbox.DigestCache
 	blobs   *blobs.Service // the executables' store, fetches and collection
 
 	environHidden bool // the process's /proc/PID/environ is blanked
@@ -267,7 +268,7 @@ func (n *Node) setupRunner() {
 	}
 	n.runner = registry.NewRunner(rc)
 	n.calls = newCallQueue(n.cfg.MaxCalls, min(n.cfg.CallTimeout, MaxCallWait))
-	switch _, err := registry.SandboxStatus(); {
+	switch _, err := sandbox.Status(); {
 	case n.cfg.Yolo:
 		n.sandbox = "off (-yolo)"
 		n.warnf("-yolo: tools run WITHOUT the sandbox and can change any file this user can")
@@ -277,7 +278,7 @@ func (n *Node) setupRunner() {
 	default:
 		// Tools can read /proc/PID/environ of the node: blank it (the
 		// runtime keeps its own copy).
-		if err := registry.HideEnviron(); err != nil {
+		if err := sandbox.HideEnviron(); err != nil {
 			n.warnf("sandbox: cannot blank this process's /proc/PID/environ: %v", err)
 		} else {
 			n.environHidden = true
