@@ -74,7 +74,9 @@ func (n *Node) Close() error {
 			steps.step("out of Raft")
 		}
 		n.wg.Wait()
-		n.blobs.Stop()
+		if n.blobs != nil {
+			n.blobs.Stop()
+		}
 		n.fwd.closeAll()
 		if n.runner != nil {
 			if err := n.runner.Close(); err != nil {
