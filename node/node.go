@@ -22,6 +22,7 @@ import (
 	"github.com/toolnode/toolnode/catalog"
 	"github.com/toolnode/toolnode/cluster"
 	"github.com/toolnode/toolnode/logx"
+	"github.com/toolnode/toolnode/mcpserve"
 	"github.com/toolnode/toolnode/metrics"
 	"github.com/toolnode/toolnode/p9"
 	"github.com/toolnode/toolnode/raftfsm"
@@ -71,9 +72,9 @@ type Node struct {
 	gossip    *cluster.Cluster
 	p9        *p9.Server
 	p9ln      net.Listener
-	p9tls     bool         // the 9P listener speaks TLS
-	mcp       *mcpServer   // nil unless -mcp
-	metrics   *metrics.Set // nil unless -metrics: its methods do nothing then
+	p9tls     bool             // the 9P listener speaks TLS
+	mcp       *mcpserve.Server // nil unless -mcp
+	metrics   *metrics.Set     // nil unless -metrics: its methods do nothing then
 	metricsLn net.Listener
 	p9srv     atomic.Pointer[p9.Server] // n.p9 once it serves, for the FSM's goroutine
 	anon      p9.Role                   // of an attach without a token (tokens.go)

@@ -42,7 +42,7 @@ func (n *Node) Close() error {
 			return max(min(most, time.Until(deadline)), 0)
 		}
 		if n.mcp != nil {
-			n.mcp.close()
+			n.mcp.Close()
 		}
 		if n.p9 != nil {
 			n.p9.Close()

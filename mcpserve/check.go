@@ -1,4 +1,4 @@
-package node
+package mcpserve
 
 import (
 	"bytes"
@@ -12,9 +12,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-
-	"github.com/toolnode/toolnode/acl"
-	"github.com/toolnode/toolnode/p9"
 )
 
 // A request that would start an MCP session is checked whole before
@@ -28,27 +25,31 @@ import (
 // the 9P server's connection slots, so MCP never takes the slots other
 // clients need).
 const (
-	mcpMaxPerPrincipal = 16
-	mcpMaxSessions     = 256
+	MaxPerPrincipal = 16
+	MaxSessions     = 256
 )
 
-// mcpMaxInit bounds the body of an initialize request.
-const mcpMaxInit = 1 << 20
+// MaxInit bounds the body of an initialize request.
+const MaxInit = 1 << 20
 
-// mcpRefusal is a refused request: its HTTP status and why.
-type mcpRefusal struct {
+// errBadToken refuses a token the node does not know, or one that may
+// not attach (the text of the 9P attach's refusal).
+var errBadToken = errors.New("permission denied: unknown or revoked token")
+
+// refusal is a refused request: its HTTP status and why.
+type refusal struct {
 	status int
 	err    error
 }
 
-func refuse(status int, format string, args ...any) *mcpRefusal {
-	return &mcpRefusal{status, fmt.Errorf(format, args...)}
+func refuse(status int, format string, args ...any) *refusal {
+	return &refusal{status, fmt.Errorf(format, args...)}
 }
 
-// mcpHosts are the host names and addresses a request may name in Host
+// hostsOf are the host names and addresses a request may name in Host
 // and Origin: loopback names for a loopback listener; else the
 // listener's own address and the names of the certificate it serves.
-func mcpHosts(addr string, tlsConf *tls.Config) (loopback bool, names map[string]bool) {
+func hostsOf(addr string, tlsConf *tls.Config) (loopback bool, names map[string]bool) {
 	host, _, _ := net.SplitHostPort(addr)
 	names = map[string]bool{}
 	if loopbackHost(host) {
@@ -79,41 +80,41 @@ func mcpHosts(addr string, tlsConf *tls.Config) (loopback bool, names map[string
 
 // hostAllowed reports whether host (a Host header's or an Origin's host,
 // with or without a port) is one this listener answers for.
-func (m *mcpServer) hostAllowed(host string) bool {
+func (s *Server) hostAllowed(host string) bool {
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
 	host = strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
-	if m.loopback {
+	if s.loopback {
 		return loopbackHost(host)
 	}
 	if ip := net.ParseIP(host); ip != nil {
 		host = ip.String()
 	}
-	return m.hosts[host]
+	return s.hosts[host]
 }
 
 // checkNew checks a request that would start an MCP session; the body
 // is read (bounded) and put back. token is its bearer token.
-func (m *mcpServer) checkNew(r *http.Request, token string) *mcpRefusal {
-	if !m.hostAllowed(r.Host) {
+func (s *Server) checkNew(r *http.Request, token string) *refusal {
+	if !s.hostAllowed(r.Host) {
 		return refuse(http.StatusForbidden, "Host %q is not this MCP endpoint's", r.Host)
 	}
 	if o := r.Header.Get("Origin"); o != "" {
 		u, err := url.Parse(o)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || !m.hostAllowed(u.Host) {
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || !s.hostAllowed(u.Host) {
 			return refuse(http.StatusForbidden, "Origin %q is not this MCP endpoint's", o)
 		}
 	}
 	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), "application/json") {
 		return refuse(http.StatusUnsupportedMediaType, "Content-Type %q: an MCP request is application/json", ct)
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, mcpMaxInit+1))
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxInit+1))
 	if err != nil {
 		return refuse(http.StatusBadRequest, "reading the request: %v", err)
 	}
-	if len(body) > mcpMaxInit {
-		return refuse(http.StatusRequestEntityTooLarge, "an initialize request of more than %d bytes", mcpMaxInit)
+	if len(body) > MaxInit {
+		return refuse(http.StatusRequestEntityTooLarge, "an initialize request of more than %d bytes", MaxInit)
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	var init struct {
@@ -128,27 +129,13 @@ func (m *mcpServer) checkNew(r *http.Request, token string) *mcpRefusal {
 	}
 	switch {
 	case token != "":
-		t, ok := m.n.fsm.TokenByHash(acl.Hash(token))
-		if !ok {
-			return &mcpRefusal{http.StatusUnauthorized, errBadToken}
+		if _, ok := s.host.Token(token); !ok {
+			return &refusal{http.StatusUnauthorized, errBadToken}
 		}
-		if r, err := p9.ParseRole(t.Role); err != nil || r == p9.RoleNone {
-			return &mcpRefusal{http.StatusUnauthorized, errBadToken}
-		}
-	case m.anon() == p9.RoleNone:
-		return &mcpRefusal{http.StatusUnauthorized, errors.New("permission denied: an MCP request without a token is refused here (Authorization: Bearer TOKEN)")}
+	case !s.anon:
+		return &refusal{http.StatusUnauthorized, errors.New("permission denied: an MCP request without a token is refused here (Authorization: Bearer TOKEN)")}
 	}
 	return nil
-}
-
-// anon is the role of a token-less MCP client: -9p-anon on a loopback
-// MCP listener, none on any other (each listener decides from its own
-// address).
-func (m *mcpServer) anon() p9.Role {
-	if !m.loopback {
-		return p9.RoleNone
-	}
-	return m.n.anon
 }
 
 // principalKey is who a new MCP session counts against: its token, or
@@ -166,20 +153,39 @@ func principalKey(r *http.Request, token string, sum [32]byte) string {
 
 // admit counts the live sessions of key, and in all; a refusal when
 // either bound is reached (429).
-func (m *mcpServer) admit(key string) *mcpRefusal {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if len(m.sessions) >= mcpMaxSessions {
-		return refuse(http.StatusTooManyRequests, "this node serves %d MCP sessions, its most; end one or try again later", mcpMaxSessions)
+func (s *Server) admit(key string) *refusal {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.sessions) >= MaxSessions {
+		return refuse(http.StatusTooManyRequests, "this node serves %d MCP sessions, its most; end one or try again later", MaxSessions)
 	}
 	k := 0
-	for _, s := range m.sessions {
-		if s.who == key {
+	for _, ss := range s.sessions {
+		if ss.who == key {
 			k++
 		}
 	}
-	if k >= mcpMaxPerPrincipal {
-		return refuse(http.StatusTooManyRequests, "this principal has %d live MCP sessions, its most; end one (DELETE with its Mcp-Session-Id) or let one idle out", mcpMaxPerPrincipal)
+	if k >= MaxPerPrincipal {
+		return refuse(http.StatusTooManyRequests, "this principal has %d live MCP sessions, its most; end one (DELETE with its Mcp-Session-Id) or let one idle out", MaxPerPrincipal)
 	}
 	return nil
+}
+
+// loopbackAddr reports whether a HOST:PORT address binds loopback only.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	return loopbackHost(host)
+}
+
+// loopbackHost: an IP in 127.0.0.0/8, ::1, or "localhost".
+func loopbackHost(host string) bool {
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
