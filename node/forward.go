@@ -223,8 +223,9 @@ func (n *Node) logForwardEnd(c net.Conn, err error) {
 	}
 }
 
-// forwarded applies one forwarded command on the leader and returns the
-// answer, and the entry the sender should be told is committed once it
+// forwarded applies one forwarded command on the leader, once it is
+// valid and its principal may (authorize), and returns the answer, and
+// the entry the sender should be told is committed once it
 // has the answer (0: none). The forwarding node applies a write at once
 // (it waits for it, or its next walk may); it is told once it has its
 // answer, which the notice need not delay. For load and unload its next
