@@ -42,8 +42,9 @@ func parseSpec(spec, usage string, keys ...string) (map[string]string, error) {
 }
 
 // NewSession creates a session from "name=S [agent=PROFILE] [cwd=DIR]",
-// owned by no one (the node's own use); a 9P client's is owned by its
-// principal (owner.go).
+// owned by no one, for the node itself: on the leader only, since a
+// write the node forwards for itself may only publish (fwdauth); a 9P
+// client's is owned by its principal (owner.go).
 func (n *Node) NewSession(spec string) (string, error) { return n.newSession(caller{}, spec) }
 
 // newSession is NewSession made by c, its owner.
