@@ -48,6 +48,10 @@ func (n *Node) ProfileTime(name string) time.Time {
 
 // PublishToolMeta validates and publishes a tool's metadata.
 func (n *Node) PublishToolMeta(name string, data []byte) error {
+	return n.publishToolMeta(caller{}, name, data)
+}
+
+func (n *Node) publishToolMeta(c caller, name string, data []byte) error {
 	if err := registry.ValidName(name); err != nil {
 		return err
 	}
@@ -56,7 +60,7 @@ func (n *Node) PublishToolMeta(name string, data []byte) error {
 		return fmt.Errorf("invalid tool metadata in %s.meta: %w; nothing was published", name, err)
 	}
 	n.logNotes(name, notes)
-	_, err = n.apply(raftfsm.CmdPutToolMeta, raftfsm.PutToolMeta{
+	_, err = n.applyFor(c, raftfsm.CmdPutToolMeta, raftfsm.PutToolMeta{
 		Owner: n.cfg.Name, Origin: raftfsm.Origin9P, Time: nowNano(), Name: name, Meta: data,
 	})
 	return err
@@ -72,6 +76,10 @@ func (n *Node) NewExecUpload() (p9.ExecUpload, error) { return n.blobs.Store().T
 // the command is committed and applied here; the other nodes fetch the
 // bytes from this one (or any that has them) in the background.
 func (n *Node) PublishToolExec(name string, up p9.ExecUpload, size int64, mode uint32) error {
+	return n.publishToolExec(caller{}, name, up, size, mode)
+}
+
+func (n *Node) publishToolExec(c caller, name string, up p9.ExecUpload, size int64, mode uint32) error {
 	defer up.Close()
 	if err := registry.ValidName(name); err != nil {
 		return err
@@ -90,7 +98,7 @@ func (n *Node) PublishToolExec(name string, up p9.ExecUpload, size int64, mode u
 	if err != nil {
 		return fmt.Errorf("tool %q: storing the executable: %w", name, err)
 	}
-	_, err = n.apply(raftfsm.CmdPutToolExec, raftfsm.PutToolExec{
+	_, err = n.applyFor(c, raftfsm.CmdPutToolExec, raftfsm.PutToolExec{
 		Owner: n.cfg.Name, Origin: raftfsm.Origin9P, Time: nowNano(), Name: name,
 		ExecHash: d, Size: size, Mode: mode & 0o7777,
 	})
@@ -100,6 +108,10 @@ func (n *Node) PublishToolExec(name string, up p9.ExecUpload, size int64, mode u
 // ChmodToolExec publishes a tool's executable again with a new mode: the
 // same digest, so no byte moves.
 func (n *Node) ChmodToolExec(name string, mode uint32) error {
+	return n.chmodToolExec(caller{}, name, mode)
+}
+
+func (n *Node) chmodToolExec(c caller, name string, mode uint32) error {
 	t, ok := n.fsm.Tool(name)
 	if !ok || t.ExecHash == "" {
 		return fmt.Errorf("file does not exist: tool %q has no published executable", name)
@@ -108,7 +120,7 @@ func (n *Node) ChmodToolExec(name string, mode uint32) error {
 	if !have {
 		return fmt.Errorf("tool %q: its executable is not yet fetched here; try again", name)
 	}
-	_, err := n.apply(raftfsm.CmdPutToolExec, raftfsm.PutToolExec{
+	_, err := n.applyFor(c, raftfsm.CmdPutToolExec, raftfsm.PutToolExec{
 		Owner: n.cfg.Name, Origin: raftfsm.Origin9P, Time: nowNano(), Name: name,
 		ExecHash: t.ExecHash, Size: size, Mode: mode & 0o7777,
 	})
@@ -116,22 +128,30 @@ func (n *Node) ChmodToolExec(name string, mode uint32) error {
 }
 
 // WithdrawTool removes a tool cluster-wide, whoever published it.
-func (n *Node) WithdrawTool(name string) error {
+func (n *Node) WithdrawTool(name string) error { return n.withdrawTool(caller{}, name) }
+
+func (n *Node) withdrawTool(c caller, name string) error {
 	if t, ok := n.fsm.Tool(name); !ok || !t.Published() {
 		return fmt.Errorf("file does not exist: no tool %q in the cluster", name)
 	}
-	_, err := n.apply(raftfsm.CmdWithdrawTools, raftfsm.WithdrawTools{Names: []string{name}})
+	_, err := n.applyFor(c, raftfsm.CmdWithdrawTools, raftfsm.WithdrawTools{Names: []string{name}})
 	return err
 }
 
 // RemoveToolExec removes a tool's executable, keeping its metadata.
-func (n *Node) RemoveToolExec(name string) error {
-	_, err := n.apply(raftfsm.CmdDropToolExec, raftfsm.DropToolExec{Name: name})
+func (n *Node) RemoveToolExec(name string) error { return n.removeToolExec(caller{}, name) }
+
+func (n *Node) removeToolExec(c caller, name string) error {
+	_, err := n.applyFor(c, raftfsm.CmdDropToolExec, raftfsm.DropToolExec{Name: name})
 	return err
 }
 
 // PublishProfile validates and publishes an agent profile.
 func (n *Node) PublishProfile(name string, data []byte) error {
+	return n.publishProfile(caller{}, name, data)
+}
+
+func (n *Node) publishProfile(c caller, name string, data []byte) error {
 	if err := registry.ValidName(name); err != nil {
 		return err
 	}
@@ -139,7 +159,7 @@ func (n *Node) PublishProfile(name string, data []byte) error {
 	if err != nil {
 		return fmt.Errorf("invalid agent profile in %s.json: %w; nothing was published", name, err)
 	}
-	_, err = n.apply(raftfsm.CmdPublishProfiles, raftfsm.PublishProfiles{
+	_, err = n.applyFor(c, raftfsm.CmdPublishProfiles, raftfsm.PublishProfiles{
 		Owner: n.cfg.Name, Origin: raftfsm.Origin9P, Time: nowNano(),
 		Profiles: []raftfsm.ProfileSpec{{Name: name, Data: data, AutoLoad: p.AutoLoad}},
 	})
@@ -147,10 +167,12 @@ func (n *Node) PublishProfile(name string, data []byte) error {
 }
 
 // WithdrawProfile removes a profile cluster-wide.
-func (n *Node) WithdrawProfile(name string) error {
+func (n *Node) WithdrawProfile(name string) error { return n.withdrawProfile(caller{}, name) }
+
+func (n *Node) withdrawProfile(c caller, name string) error {
 	if _, ok := n.fsm.Profile(name); !ok {
 		return fmt.Errorf("file does not exist: no agent profile %q in the cluster", name)
 	}
-	_, err := n.apply(raftfsm.CmdWithdrawProfiles, raftfsm.WithdrawProfiles{Names: []string{name}})
+	_, err := n.applyFor(c, raftfsm.CmdWithdrawProfiles, raftfsm.WithdrawProfiles{Names: []string{name}})
 	return err
 }
