@@ -65,18 +65,20 @@ type Node struct {
 
 	unreachMu sync.Mutex
 	unreach   map[string]string // node → why the leader keeps it out of Raft
+
 	// clientPeers: cluster addresses whose certificate was a client
 	// node's when last dialled (address → time.Time), leader.go.
 	clientPeers sync.Map
-	gossip      *cluster.Cluster
-	p9          *p9.Server
-	p9ln        net.Listener
-	p9tls       bool         // the 9P listener speaks TLS
-	mcp         *mcpServer   // nil unless -mcp
-	metrics     *metrics.Set // nil unless -metrics: its methods do nothing then
-	metricsLn   net.Listener
-	p9srv       atomic.Pointer[p9.Server] // n.p9 once it serves, for the FSM's goroutine
-	anon        p9.Role                   // of an attach without a token (tokens.go)
+
+	gossip    *cluster.Cluster
+	p9        *p9.Server
+	p9ln      net.Listener
+	p9tls     bool         // the 9P listener speaks TLS
+	mcp       *mcpServer   // nil unless -mcp
+	metrics   *metrics.Set // nil unless -metrics: its methods do nothing then
+	metricsLn net.Listener
+	p9srv     atomic.Pointer[p9.Server] // n.p9 once it serves, for the FSM's goroutine
+	anon      p9.Role                   // of an attach without a token (tokens.go)
 
 	catalog *catalog
 	events  *eventLog
