@@ -14,6 +14,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -171,4 +172,64 @@ func Test_E2E_ClientCert(t *testing.T) {
 	if m, text, err := members9(s1); err != nil || m["s1"].role != "leader" || m["c1"].role != "client" {
 		t.Errorf("after the RPCs: cluster/members = %q (%v)", text, err)
 	}
+}
+
+// A voter killed and restarted with a client node's certificate is taken
+// out of Raft by the leader (it would count toward the quorum and never
+// answer), and serves reads as a client; the two servers left keep
+// taking writes.
+func Test_E2E_ClientCert_VoterRestartedAsClient(t *testing.T) {
+	t.Parallel()
+	pki, clientPKI := t.TempDir(), t.TempDir()
+	cli := &env{config: t.TempDir()}
+	runCLI(t, cli, "", "tls", "ca", "-dir", pki)
+	for _, name := range []string{"v1", "v2", "v3"} {
+		runCLI(t, cli, "", "tls", "cert", "-dir", pki, "-node", name)
+	}
+	runCLI(t, cli, "", "tls", "cert", "-dir", clientPKI, "-node", "v3", "-client",
+		"-ca", filepath.Join(pki, "toolnode-ca.pem"), "-ca-key", filepath.Join(pki, "toolnode-ca-key.pem"))
+	tlsFlags := func(dir, name string) []string {
+		return []string{"-tls-cert", filepath.Join(dir, name+".pem"), "-tls-key", filepath.Join(dir, name+"-key.pem"),
+			"-tls-ca", filepath.Join(pki, "toolnode-ca.pem")}
+	}
+	v1 := newCnode(t, "v1")
+	v1.flags = tlsFlags(pki, "v1")
+	v2 := newCnode(t, "v2").joining(v1)
+	v2.flags = append(v2.flags, tlsFlags(pki, "v2")...)
+	v3 := newCnode(t, "v3").joining(v1)
+	join := v3.flags
+	v3.flags = append(v3.flags, tlsFlags(pki, "v3")...)
+	v1.start(t)
+	v2.launch(t)
+	v3.launch(t)
+	waitFormed(t, 30*time.Second, v1, v2, v3)
+	v3.kill(t)
+	v3.flags = append(append([]string{}, join...), tlsFlags(clientPKI, "v3")...)
+	v3.start(t)
+	v3.p.waitLog(t, 10*time.Second, "it stays a client")
+	// The leader: v1 or v2 (another election if v3 led).
+	var lead *cnode
+	pollUntil(t, 20*time.Second, "v1 or v2 to lead", func() (bool, string) {
+		m, text, err := members9(v1)
+		if err == nil && (m["v1"].role == "leader" || m["v2"].role == "leader") {
+			lead = v1
+			if m["v2"].role == "leader" {
+				lead = v2
+			}
+			return true, text
+		}
+		return false, text + fmt.Sprint(err)
+	})
+	lead.p.waitLog(t, 30*time.Second, "removed v3: its certificate is a client node's")
+	pollUntil(t, 20*time.Second, "v3 listed as a client", func() (bool, string) {
+		m, text, err := members9(lead)
+		return err == nil && m["v3"].role == "client" && m["v3"].state == "alive", text
+	})
+	if got := mustAsk9(t, lead, "session/new", "name=after"); got != "after\n" {
+		t.Fatalf("a write after v3 left Raft: %q", got)
+	}
+	pollUntil(t, 10*time.Second, "v3 to read the write as a client", func() (bool, string) {
+		s, err := read9(v3.e.p9, "session/idx")
+		return strings.Contains(s, "after"), s + fmt.Sprint(err)
+	})
 }
