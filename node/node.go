@@ -69,6 +69,11 @@ type Node struct {
 
 	unreachMu sync.Mutex
 	unreach   map[string]string // node → why the leader keeps it out of Raft
+
+	// clientPeers: cluster addresses whose certificate was a client
+	// node's when last dialled (address → time.Time), leader.go.
+	clientPeers sync.Map
+
 	gossip    *cluster.Cluster
 	p9        *p9.Server
 	p9ln      net.Listener
@@ -176,6 +181,9 @@ func New(cfg Config) (n *Node, err error) {
 		if n.tls, err = keyClusterTLS(n.cfg.EncryptKey, cfg.Name); err != nil {
 			return nil, err
 		}
+	}
+	if err := n.clientOnlyStart(); err != nil {
+		return nil, err
 	}
 	n.logPortSecurity()
 	if cfg.AuditFile != "" {
