@@ -14,7 +14,7 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/types"
 
-	"github.com/toolnode/toolnode/registry"
+	"github.com/toolnode/toolnode/sandbox"
 )
 
 // composeVoters is the -voters every node of the compose file runs with.
@@ -251,7 +251,7 @@ func toolEnvProblems(nodes map[string]node, vars []string) []string {
 		n := nodes[s]
 		passed := strings.Split(n.flags["tool-env"], ",")
 		if _, ok := n.flags["tool-env"]; ok {
-			if err := registry.CheckToolEnv(passed); err != nil {
+			if err := sandbox.CheckToolEnv(passed); err != nil {
 				probs = append(probs, fmt.Sprintf("service %s: the node would not start: %v", s, err))
 			}
 		}

@@ -21,13 +21,21 @@ import (
 // raftfsm/dedupe.go). With no leader by then it fails with
 // ErrNoLeader. No lock is held across raft.Apply.
 func (n *Node) apply(t raftfsm.CommandType, body any) (raftfsm.Result, error) {
-	return n.applyAs("", t, body)
+	return n.applyFor(caller{}, t, body)
 }
 
-// applyAs is apply for a caller that attached with token: a token change
-// forwarded to the leader carries it, and the leader authorizes the
-// change against it (forwardedAllowed).
-func (n *Node) applyAs(token string, t raftfsm.CommandType, body any) (raftfsm.Result, error) {
+// caller is who a write is made for. A write forwarded to the leader
+// carries it (forward.go), and the leader authorizes the write against
+// it: the token, when the caller attached with one; else who, a
+// token-less caller's anon@IP; the zero caller is the node itself
+// (node:NAME).
+type caller struct {
+	who   string // the principal's name: a token's, anon@IP; "" for the node
+	token string // the secret it attached with; never logged or shown
+}
+
+// applyFor is apply for a caller.
+func (n *Node) applyFor(c caller, t raftfsm.CommandType, body any) (raftfsm.Result, error) {
 	data, err := raftfsm.Encode(t, body)
 	if err != nil {
 		return raftfsm.Result{}, err
@@ -37,7 +45,7 @@ func (n *Node) applyAs(token string, t raftfsm.CommandType, body any) (raftfsm.R
 	}
 	deadline := time.Now().Add(applyTimeout)
 	for {
-		r, err := n.applyOnce(t, data, time.Until(deadline), token)
+		r, err := n.applyOnce(t, data, time.Until(deadline), c)
 		if err == nil || !retryable(err) {
 			return r, err
 		}
@@ -65,7 +73,7 @@ func retryable(err error) bool {
 }
 
 // applyOnce proposes data once: on the leader, or forwarded to it.
-func (n *Node) applyOnce(t raftfsm.CommandType, data []byte, timeout time.Duration, token string) (raftfsm.Result, error) {
+func (n *Node) applyOnce(t raftfsm.CommandType, data []byte, timeout time.Duration, c caller) (raftfsm.Result, error) {
 	if n.leading() {
 		r, _, err := n.applyHere(data, timeout, "this node")
 		return r, err
@@ -80,7 +88,7 @@ func (n *Node) applyOnce(t raftfsm.CommandType, data []byte, timeout time.Durati
 		// command may take its time to travel.)
 		wait = min(timeout, fwdAnswerTimeout)
 	}
-	resp, err := n.forwardAs(string(addr), data, wait, token)
+	resp, err := n.forwardAs(string(addr), data, wait, c)
 	if err != nil {
 		return raftfsm.Result{}, err
 	}
@@ -118,10 +126,25 @@ const noticeGrace = 250 * time.Millisecond
 // invalid one is refused with an error wrapping raftfsm.ErrInvalid and a
 // log line, and never appended to the log.
 func (n *Node) applyHere(data []byte, timeout time.Duration, from string) (raftfsm.Result, uint64, error) {
-	if err := raftfsm.ValidateLimits(data, raftfsm.Limits{MaxExecSize: n.cfg.MaxExecSize}); err != nil {
-		n.logger.Printf("refused a command from %s: %v", from, err)
+	if err := n.validate(data, from); err != nil {
 		return raftfsm.Result{}, 0, err
 	}
+	return n.propose(data, timeout)
+}
+
+// validate is the leader's check of a command before it is appended
+// (applyHere); a refusal is logged naming from.
+func (n *Node) validate(data []byte, from string) error {
+	err := raftfsm.ValidateLimits(data, raftfsm.Limits{MaxExecSize: n.cfg.MaxExecSize})
+	if err != nil {
+		n.logger.Printf("refused a command from %s: %v", from, err)
+	}
+	return err
+}
+
+// propose appends a validated command to the log on this node, the
+// leader, and returns its result and log index.
+func (n *Node) propose(data []byte, timeout time.Duration) (raftfsm.Result, uint64, error) {
 	r := n.raftNode()
 	if r == nil {
 		return raftfsm.Result{}, 0, fmt.Errorf("%w (this node is a client)", ErrNoLeader)

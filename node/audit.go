@@ -22,8 +22,9 @@ import (
 // audit log is on), and sessions kept to their makers (owner.go).
 type auditBackend struct {
 	*Node
-	who  string
-	role p9.Role
+	who    string
+	role   p9.Role
+	secret string // the token it attached with, "" without one
 }
 
 var (
@@ -33,17 +34,27 @@ var (
 
 // bind is p9.Options.Bind.
 func (n *Node) bind(p p9.Principal) p9.Backend {
-	return auditBackend{Node: n, who: p.Name, role: p.Role}
+	return auditBackend{Node: n, who: p.Name, role: p.Role, secret: p.Secret}
 }
+
+// caller is whom the principal's writes are made for, as the leader
+// authorizes them when they are forwarded.
+func (a auditBackend) caller() caller { return caller{who: a.who, token: a.secret} }
 
 // record writes one audit line for an action that started at start; it
 // does nothing without the audit log.
 func (n *Node) record(start time.Time, who, action, target string, err error) {
+	n.recordVia(start, who, "", action, target, err)
+}
+
+// recordVia is record for an action another node sent here for who: a
+// forwarded write, on the leader.
+func (n *Node) recordVia(start time.Time, who, via, action, target string, err error) {
 	if n.audit == nil {
 		return
 	}
 	n.audit.Write(audit.Record{
-		Time: start, Node: n.cfg.Name, Who: who, Action: action, Target: target,
+		Time: start, Node: n.cfg.Name, Who: who, Via: via, Action: action, Target: target,
 		Err: err, Duration: time.Since(start),
 	})
 }
@@ -106,56 +117,56 @@ func (n *Node) ReopenAudit() error {
 
 func (a auditBackend) PublishToolMeta(name string, data []byte) error {
 	start := time.Now()
-	err := a.Node.publishToolMeta(name, data, a.who)
+	err := a.Node.publishToolMeta(a.caller(), name, data)
 	a.record(start, a.who, "publish-meta", name, err)
 	return err
 }
 
 func (a auditBackend) PublishToolExec(name string, up p9.ExecUpload, size int64, mode uint32) error {
 	start := time.Now()
-	err := a.Node.publishToolExec(name, up, size, mode, a.who)
+	err := a.Node.publishToolExec(a.caller(), name, up, size, mode)
 	a.record(start, a.who, "publish-exec", name, err)
 	return err
 }
 
 func (a auditBackend) ChmodToolExec(name string, mode uint32) error {
 	start := time.Now()
-	err := a.Node.chmodToolExec(name, mode, a.who)
+	err := a.Node.chmodToolExec(a.caller(), name, mode)
 	a.record(start, a.who, "publish-exec", name, err)
 	return err
 }
 
 func (a auditBackend) WithdrawTool(name string) error {
 	start := time.Now()
-	err := a.Node.withdrawTool(name, a.who)
+	err := a.Node.withdrawTool(a.caller(), name)
 	a.record(start, a.who, "withdraw-tool", name, err)
 	return err
 }
 
 func (a auditBackend) RemoveToolExec(name string) error {
 	start := time.Now()
-	err := a.Node.removeToolExec(name, a.who)
+	err := a.Node.removeToolExec(a.caller(), name)
 	a.record(start, a.who, "remove-exec", name, err)
 	return err
 }
 
 func (a auditBackend) PublishProfile(name string, data []byte) error {
 	start := time.Now()
-	err := a.Node.PublishProfile(name, data)
+	err := a.Node.publishProfile(a.caller(), name, data)
 	a.record(start, a.who, "publish-profile", name, err)
 	return err
 }
 
 func (a auditBackend) WithdrawProfile(name string) error {
 	start := time.Now()
-	err := a.Node.WithdrawProfile(name)
+	err := a.Node.withdrawProfile(a.caller(), name)
 	a.record(start, a.who, "withdraw-profile", name, err)
 	return err
 }
 
 func (a auditBackend) NewSession(spec string) (string, error) {
 	start := time.Now()
-	name, err := a.Node.newSession(spec, a.who)
+	name, err := a.Node.newSession(a.caller(), spec)
 	target := name
 	if err != nil {
 		target = spec
@@ -169,7 +180,7 @@ func (a auditBackend) KillSession(session string) error {
 		return err
 	}
 	start := time.Now()
-	err := a.Node.KillSession(session)
+	err := a.Node.killSession(a.caller(), session)
 	a.record(start, a.who, "kill-session", session, err)
 	return err
 }
@@ -179,7 +190,7 @@ func (a auditBackend) NewAgent(session, spec string) (string, error) {
 		return "", err
 	}
 	start := time.Now()
-	name, err := a.Node.NewAgent(session, spec)
+	name, err := a.Node.newAgent(a.caller(), session, spec)
 	target := session + "/" + name
 	if err != nil {
 		target = session + " " + spec
@@ -193,7 +204,7 @@ func (a auditBackend) KillAgent(session, agent string) error {
 		return err
 	}
 	start := time.Now()
-	err := a.Node.KillAgent(session, agent)
+	err := a.Node.killAgent(a.caller(), session, agent)
 	a.record(start, a.who, "kill-agent", session+"/"+agent, err)
 	return err
 }
@@ -203,7 +214,7 @@ func (a auditBackend) Load(session, agent string, names []string) error {
 		return err
 	}
 	start := time.Now()
-	err := a.Node.Load(session, agent, names)
+	err := a.Node.load(a.caller(), session, agent, names)
 	a.record(start, a.who, "load", session+"/"+agent+"/"+strings.Join(names, ","), err)
 	return err
 }
@@ -213,7 +224,7 @@ func (a auditBackend) Unload(session, agent string, names []string) error {
 		return err
 	}
 	start := time.Now()
-	err := a.Node.Unload(session, agent, names)
+	err := a.Node.unload(a.caller(), session, agent, names)
 	a.record(start, a.who, "unload", session+"/"+agent+"/"+strings.Join(names, ","), err)
 	return err
 }
@@ -223,7 +234,7 @@ func (a auditBackend) Call(ctx context.Context, session, agent, tool string, arg
 		return nil, err
 	}
 	start := time.Now()
-	out, err := a.Node.Call(withWho(ctx, a.who), session, agent, tool, args)
+	out, err := a.Node.Call(withCaller(ctx, a.caller()), session, agent, tool, args)
 	a.record(start, a.who, "call", session+"/"+agent+"/"+tool, err)
 	return out, err
 }
@@ -237,26 +248,29 @@ func (a auditBackend) StartCall(ctx context.Context, session, agent, tool string
 	}
 	start := time.Now()
 	target := session + "/" + agent + "/" + tool
-	run, err := a.Node.StartCall(withWho(ctx, a.who), session, agent, tool, args)
+	run, err := a.Node.StartCall(withCaller(ctx, a.caller()), session, agent, tool, args)
 	if err != nil {
 		a.record(start, a.who, "call", target, err)
 		return nil, err
 	}
 	return func(ctx context.Context) ([]byte, error) {
-		out, err := run(withWho(ctx, a.who))
+		out, err := run(withCaller(ctx, a.caller()))
 		a.record(start, a.who, "call", target, err)
 		return out, err
 	}, nil
 }
 
-type whoKey struct{}
+type callerKey struct{}
 
-// withWho carries the principal of a call to the node it is routed to.
-func withWho(ctx context.Context, who string) context.Context {
-	return context.WithValue(ctx, whoKey{}, who)
+// withCaller carries the caller of a call: its principal to the node the
+// call is routed to, its token to the writes a built-in makes.
+func withCaller(ctx context.Context, c caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, c)
 }
 
-func whoOf(ctx context.Context) string {
-	w, _ := ctx.Value(whoKey{}).(string)
-	return w
+func callerOf(ctx context.Context) caller {
+	c, _ := ctx.Value(callerKey{}).(caller)
+	return c
 }
+
+func whoOf(ctx context.Context) string { return callerOf(ctx).who }

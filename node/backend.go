@@ -305,7 +305,7 @@ func (n *Node) StartCall(ctx context.Context, session, agent, tool string, args 
 		if err := json.Unmarshal(args, &obj); err != nil || obj == nil {
 			return nil, fmt.Errorf("the arguments of %s must be one JSON object", tool)
 		}
-		out, err := n.callBuiltin(session, agent, tool, obj)
+		out, err := n.callBuiltin(callerOf(ctx), session, agent, tool, obj)
 		if err != nil {
 			return nil, err
 		}
@@ -410,7 +410,8 @@ func (n *Node) ownExecutable(ctx context.Context, t *raftfsm.Tool) (string, erro
 	return n.storedExecutable(ctx, t)
 }
 
-func (n *Node) callBuiltin(session, agent, tool string, args map[string]json.RawMessage) ([]byte, error) {
+// callBuiltin does a built-in for caller c: its loads are c's writes.
+func (n *Node) callBuiltin(c caller, session, agent, tool string, args map[string]json.RawMessage) ([]byte, error) {
 	if tool == builtinAll {
 		return []byte(n.ToolsAll()), nil
 	}
@@ -419,12 +420,12 @@ func (n *Node) callBuiltin(session, agent, tool string, args map[string]json.Raw
 		return nil, fmt.Errorf("%s needs {\"name\":\"NAME\"}", tool)
 	}
 	if tool == builtinLoad {
-		if err := n.Load(session, agent, []string{name}); err != nil {
+		if err := n.load(c, session, agent, []string{name}); err != nil {
 			return nil, err
 		}
 		return []byte("loaded " + name + "\n"), nil
 	}
-	if err := n.Unload(session, agent, []string{name}); err != nil {
+	if err := n.unload(c, session, agent, []string{name}); err != nil {
 		return nil, err
 	}
 	return []byte("unloaded " + name + "\n"), nil

@@ -11,7 +11,7 @@ import (
 	"github.com/toolnode/toolnode/blobs"
 	"github.com/toolnode/toolnode/blobstore"
 	"github.com/toolnode/toolnode/raftfsm"
-	"github.com/toolnode/toolnode/registry"
+	"github.com/toolnode/toolnode/sandbox"
 )
 
 // protoBlob asks a node for an executable by digest (package blobs).
@@ -115,7 +115,7 @@ func (n *Node) storedExecutable(ctx context.Context, t *raftfsm.Tool) (string, e
 	if err == nil {
 		return p, nil
 	}
-	if errors.Is(err, registry.ErrExecDigest) {
+	if errors.Is(err, sandbox.ErrExecDigest) {
 		n.logger.Printf("tools: %s: %v; fetching it again", t.Name, err)
 		if rerr := store.Remove(t.ExecHash); rerr != nil {
 			n.logger.Printf("tools: %s: removing the changed executable: %v", t.Name, rerr)

@@ -103,7 +103,7 @@ func Test_Blobs_FetchOverClusterPort(t *testing.T) {
 
 	exe := bigScript("fetched", 3<<20)
 	d := blobstore.Digest(exe)
-	f := mount(t, pub.P9Addr())
+	f := mountPublisher(t, pub, n1, n2, n3)
 	if err := put9(f, "t/big.meta", 0o644, []byte(`{"description":"a big one"}`)); err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/toolnode/toolnode/logx"
 	"github.com/toolnode/toolnode/raftfsm"
 	"github.com/toolnode/toolnode/registry"
+	"github.com/toolnode/toolnode/sandbox"
 )
 
 // Config is everything a node needs. Zero values take the defaults of
@@ -183,7 +184,7 @@ func (c *Config) fill() error {
 			}
 		}
 	}
-	if err := registry.CheckToolEnv(c.ToolEnv); err != nil {
+	if err := sandbox.CheckToolEnv(c.ToolEnv); err != nil {
 		return err
 	}
 	if c.P9Addr == "" {

@@ -70,11 +70,11 @@
 // a published executable's digest before each run (sandbox.go).
 // With -9p-tls-cert and -9p-tls-key the 9P listener speaks TLS 1.3, each
 // handshake beside the accept loop under a deadline (p9tls.go).
-// With -mcp it serves MCP over Streamable HTTP, POSTs answered with one
-// application/json body: one mcpbridge.Bridge per MCP session on a pipe
-// into its own 9P server, attached with the request's bearer token; a
-// session whose 9P connection the node ended (its token revoked) is
-// ended and its toolnode session removed (mcp.go).
+// With -mcp it serves MCP over Streamable HTTP through package
+// mcpserve, as its mcpserve.Host: the sessions' 9P connections are
+// served by its own 9P server, their tokens checked against its FSM,
+// their refusals audited, and a revoked token's toolnode sessions
+// removed (mcp.go).
 //
 // Start order (New): the directories are watched, then the tools
 // directory is read in the background while the cluster port opens and

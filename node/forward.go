@@ -9,14 +9,13 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/toolnode/toolnode/acl"
-	"github.com/toolnode/toolnode/p9"
+	"github.com/toolnode/toolnode/fwdauth"
 	"github.com/toolnode/toolnode/raftfsm"
 )
 
@@ -41,15 +40,19 @@ const maxFwdResponse = 1 << 20
 
 type fwdRequest struct {
 	Cmd []byte `json:"cmd"`
-	// Token is the caller's token, sent with a token change only (the
-	// port is authenticated): the leader resolves it and authorizes the
-	// change against its role, since a member's credential alone mints
-	// nothing (forwardedAllowed).
+	// Who the write is made for (fwdauth, DESIGN §7 "Cluster port"):
+	// Token, the caller's token, sent to servers only (the port is
+	// authenticated), which the leader resolves and authorizes the write
+	// against; else Anon, a token-less caller's anon@IP, which the leader
+	// grants the call role at most; neither: Node itself, node:NODE.
 	Token string `json:"token,omitempty"`
+	Anon  string `json:"anon,omitempty"`
+	Node  string `json:"node,omitempty"` // the forwarding node's name
 	Read  bool   `json:"read,omitempty"` // a ReadIndex: no Cmd (readindex.go)
-	// From and Addr are the sender's Raft server ID and address, and
-	// Applied the index its FSM has applied: the leader sends it a commit
-	// notice there (notice.go). Empty: no notice.
+	// From and Addr are the Raft server ID and address the leader sends
+	// its commit notice to (notice.go), the sender's own or, on a client,
+	// the server it follows; Applied the index the sender's FSM has
+	// applied. Empty: no notice.
 	From    string `json:"from,omitempty"`
 	Addr    string `json:"addr,omitempty"`
 	Applied uint64 `json:"applied,omitempty"`
@@ -72,6 +75,7 @@ var errKinds = map[string]error{
 	"notleader": raft.ErrNotLeader,
 	"noleader":  ErrNoLeader,
 	"ambiguous": errAmbiguous,
+	"denied":    fwdauth.ErrDenied,
 }
 
 func errKind(err error) string {
@@ -219,8 +223,9 @@ func (n *Node) logForwardEnd(c net.Conn, err error) {
 	}
 }
 
-// forwarded applies one forwarded command on the leader and returns the
-// answer, and the entry the sender should be told is committed once it
+// forwarded applies one forwarded command on the leader, once it is
+// valid and its principal may (authorize), and returns the answer, and
+// the entry the sender should be told is committed once it
 // has the answer (0: none). The forwarding node applies a write at once
 // (it waits for it, or its next walk may); it is told once it has its
 // answer, which the notice need not delay. For load and unload its next
@@ -232,17 +237,55 @@ func (n *Node) forwarded(req fwdRequest, from string) (fwdResponse, uint64) {
 	var resp fwdResponse
 	if !n.leading() {
 		resp.Err, resp.Kind = "this node is no longer the leader", "notleader"
-	} else if err := n.forwardedAllowed(req, from); err != nil {
+	} else if err := n.validate(req.Cmd, "node at "+from); err != nil {
 		resp.Err, resp.Kind = err.Error(), errKind(err)
-	} else if r, index, err := n.applyHere(req.Cmd, applyTimeout, "node at "+from); err != nil {
+	} else if p, err := n.authorize(req, from); err != nil {
 		resp.Err, resp.Kind = err.Error(), errKind(err)
 	} else {
-		resp.Index, resp.Name = index, r.Name
+		start := time.Now()
+		r, index, err := n.propose(req.Cmd, applyTimeout)
+		if n.audit != nil {
+			action, target := fwdauth.Describe(req.Cmd)
+			n.recordVia(start, p.Name, p.Via, action, target, err)
+		}
+		if err != nil {
+			resp.Err, resp.Kind = err.Error(), errKind(err)
+		} else {
+			resp.Index, resp.Name = index, r.Name
+		}
 	}
 	if resp.Index != 0 && noticeAtCommit(raftfsm.TypeOf(req.Cmd)) {
 		return resp, resp.Index
 	}
 	return resp, 0
+}
+
+// authorize resolves whom a forwarded command is for and checks the
+// command against that principal's role, on the leader's state
+// (fwdauth): a member's credential alone makes no write. A refusal is
+// logged and audited under the principal, via the forwarding node.
+func (n *Node) authorize(req fwdRequest, from string) (fwdauth.Principal, error) {
+	if req.Token != "" {
+		if _, ok := n.fsm.TokenByHash(acl.Hash(req.Token)); !ok {
+			// A token committed a moment ago that this FSM has not
+			// applied yet is found once it has.
+			n.caughtUp()
+		}
+	}
+	p, err := fwdauth.Resolve(n.fsm, req.Token, req.Anon, req.Node)
+	if err == nil {
+		err = fwdauth.Check(n.fsm, p, req.Cmd)
+	}
+	if err != nil {
+		who, via := p.Name, p.Via
+		if who == "" {
+			who, via = "node at "+from, ""
+		}
+		action, target := fwdauth.Describe(req.Cmd)
+		n.logger.Printf("refused %s %s forwarded from %s for %s: %v", action, target, from, who, err)
+		n.recordVia(time.Now(), who, via, action, target, err)
+	}
+	return p, err
 }
 
 // connPool keeps idle cluster-port connections per address: forwarded
@@ -319,14 +362,22 @@ func (n *Node) fwdRequest(req fwdRequest) fwdRequest {
 // retrying it cannot apply it twice.
 var errUnsent = errors.New("not sent")
 
-// forward sends one command to the leader at addr and returns its answer.
+// forward sends one command to the leader at addr for this node itself
+// and returns its answer.
 func (n *Node) forward(addr string, cmd []byte, timeout time.Duration) (fwdResponse, error) {
-	return n.forwardAs(addr, cmd, timeout, "")
+	return n.forwardAs(addr, cmd, timeout, caller{})
 }
 
-// forwardAs is forward carrying the caller's token.
-func (n *Node) forwardAs(addr string, cmd []byte, timeout time.Duration, token string) (fwdResponse, error) {
+// forwardAs is forward for caller c: the request carries its token, or
+// its anon@IP name without one.
+func (n *Node) forwardAs(addr string, cmd []byte, timeout time.Duration, cl caller) (fwdResponse, error) {
 	var resp fwdResponse
+	req := fwdRequest{Cmd: cmd, Node: n.cfg.Name, Token: cl.token}
+	if cl.token == "" {
+		req.Anon = cl.who
+	} else if !n.isServerAddr(addr) {
+		return resp, fmt.Errorf("%w: the leader's address %s is not a server's this node knows; a caller's token goes to servers only", errUnsent, addr)
+	}
 	c := n.fwd.get(addr)
 	if c == nil {
 		var err error
@@ -335,7 +386,7 @@ func (n *Node) forwardAs(addr string, cmd []byte, timeout time.Duration, token s
 		}
 	}
 	c.SetDeadline(time.Now().Add(timeout))
-	if err := writeMsg(c, n.fwdRequest(fwdRequest{Cmd: cmd, Token: token})); err != nil {
+	if err := writeMsg(c, n.fwdRequest(req)); err != nil {
 		c.Close()
 		// A pooled connection the leader closed fails here, before the
 		// command was read: safe to retry on a fresh one.
@@ -350,34 +401,23 @@ func (n *Node) forwardAs(addr string, cmd []byte, timeout time.Duration, token s
 	return resp, nil
 }
 
-// forwardedAllowed is the leader's check of a forwarded write beyond its
-// validity: a change of tokens must carry the token of an admin, which
-// the leader resolves itself (DESIGN §7 "Cluster port": no member
-// credential alone mints a token or changes trust). A refusal is logged
-// and audited under the token's name, or the forwarding node's.
-func (n *Node) forwardedAllowed(req fwdRequest, from string) error {
-	switch raftfsm.TypeOf(req.Cmd) {
-	case raftfsm.CmdPutToken, raftfsm.CmdRevokeToken:
-	default:
-		return nil
+// isServerAddr reports whether addr is a Raft server's cluster address as
+// this node knows it: the leader Raft names on a server; on a client, one
+// of the servers the change stream it follows lists.
+func (n *Node) isServerAddr(addr string) bool {
+	if r := n.raftNode(); r != nil {
+		if a, _ := r.LeaderWithID(); string(a) == addr {
+			return true
+		}
 	}
-	who := "node at " + from
-	if req.From != "" {
-		who = "node:" + req.From
+	st, f := n.followerState()
+	if f == nil {
+		return false
 	}
-	var err error
-	switch t, ok := n.fsm.TokenByHash(acl.Hash(req.Token)); {
-	case req.Token == "":
-		err = fmt.Errorf("%w: permission denied: a token change forwarded by %s carries no caller token", raftfsm.ErrInvalid, who)
-	case !ok:
-		err = fmt.Errorf("%w: permission denied: a token change forwarded by %s carries an unknown or revoked token", raftfsm.ErrInvalid, who)
-	case t.Role != p9.RoleAdmin.String():
-		who = t.Name + " via " + strings.TrimPrefix(who, "node:")
-		err = fmt.Errorf("%w: permission denied: needs role admin to change tokens (%s has %s)", raftfsm.ErrInvalid, t.Name, t.Role)
-	default:
-		return nil
+	for _, s := range st.Status.Servers {
+		if s.Addr == addr {
+			return true
+		}
 	}
-	n.logger.Printf("refused a forwarded command from %s: %v", who, err)
-	n.record(time.Now(), who, "forwarded-"+raftfsm.TypeOf(req.Cmd).String(), "", err)
-	return err
+	return false
 }

@@ -34,7 +34,7 @@ func Test_InMem_ForwardedTokenChangeNeedsAdmin(t *testing.T) {
 	if admin == "" {
 		t.Fatal("no node wrote the cluster's admin token")
 	}
-	caller, err := l.NewToken(p9.Principal{Name: "test"}, "caller", p9.RoleCall)
+	callTok, err := l.NewToken(p9.Principal{Name: "test"}, "caller", p9.RoleCall)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,8 +42,8 @@ func Test_InMem_ForwardedTokenChangeNeedsAdmin(t *testing.T) {
 		_, hash, _ := acl.NewSecret()
 		return raftfsm.MustEncode(raftfsm.CmdPutToken, raftfsm.PutToken{Name: name, Role: "admin", Hash: hash, By: "forger", Time: 1})
 	}
-	for _, tc := range []struct{ what, token string }{{"no token", ""}, {"a call token", caller}, {"an unknown token", "tn_forged"}} {
-		resp, err := follower.forwardAs(string(leaderAddr), putToken("forged"), 5*time.Second, tc.token)
+	for _, tc := range []struct{ what, token string }{{"no token", ""}, {"a call token", callTok}, {"an unknown token", "tn_forged"}} {
+		resp, err := follower.forwardAs(string(leaderAddr), putToken("forged"), 5*time.Second, caller{token: tc.token})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,7 +55,7 @@ func Test_InMem_ForwardedTokenChangeNeedsAdmin(t *testing.T) {
 		t.Fatal("a forged forwarded put-token was applied")
 	}
 	// Controls.
-	resp, err := follower.forwardAs(string(leaderAddr), putToken("granted"), 5*time.Second, admin)
+	resp, err := follower.forwardAs(string(leaderAddr), putToken("granted"), 5*time.Second, caller{token: admin})
 	if err != nil || resp.Err != "" || resp.Index == 0 {
 		t.Fatalf("a forwarded put-token with the admin token: %+v, %v", resp, err)
 	}

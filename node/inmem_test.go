@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
 
+	"github.com/toolnode/toolnode/p9"
 	"github.com/toolnode/toolnode/raftfsm"
 )
 
@@ -624,7 +625,7 @@ func gossipState(n *Node, name string) string {
 
 func newSession(t *testing.T, n *Node, name string) {
 	t.Helper()
-	got, err := n.NewSession("name=" + name)
+	got, err := anonOf(n).NewSession("name=" + name)
 	if err != nil {
 		t.Fatalf("session %s through %s: %v", name, n.Name(), err)
 	}
@@ -634,6 +635,14 @@ func newSession(t *testing.T, n *Node, name string) {
 	if err := n.WalkSession(name); err != nil {
 		t.Fatalf("%s does not read back its own write %s: %v", n.Name(), name, err)
 	}
+}
+
+// anonOf is n's backend for a token-less caller, anon@test, as a 9P
+// attach without a token binds it: its writes through a follower are
+// forwarded as anon@test via that node, which the leader grants the call
+// role (a write of the node itself, node:NAME, may only publish).
+func anonOf(n *Node) auditBackend {
+	return n.bind(p9.Principal{Name: "anon@test", Role: p9.RoleCall}).(auditBackend)
 }
 
 func others(all []string, not ...string) []string {
@@ -731,7 +740,7 @@ func Test_InMem_MinorityPartition(t *testing.T) {
 	res := make(chan refused, 2)
 	go func() {
 		s := time.Now()
-		_, err := c.node(minority[1]).NewSession("name=lost")
+		_, err := anonOf(c.node(minority[1])).NewSession("name=lost")
 		res <- refused{"NewSession on " + minority[1], true, err, time.Since(s)}
 	}()
 	go func() {

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -87,6 +88,28 @@ func (n *Node) leaderLoop(ctx context.Context) {
 	}
 }
 
+// clientPeerRecheck is how long a cluster address whose certificate was a
+// client node's is taken for one before the leader dials it again to
+// look (its node may restart with a server's certificate).
+const clientPeerRecheck = time.Minute
+
+// noteClientPeer records that addr presented a client node's certificate.
+func (n *Node) noteClientPeer(addr string) { n.clientPeers.Store(addr, time.Now()) }
+
+// knownClientPeer reports whether addr presented a client node's
+// certificate within clientPeerRecheck.
+func (n *Node) knownClientPeer(addr string) bool {
+	v, ok := n.clientPeers.Load(addr)
+	if !ok {
+		return false
+	}
+	if time.Since(v.(time.Time)) > clientPeerRecheck {
+		n.clientPeers.Delete(addr)
+		return false
+	}
+	return true
+}
+
 // noteUnreachable logs, once per node and reason, why a node is kept out
 // of Raft, and when it is let in after all.
 func (n *Node) noteUnreachable(name string, err error) {
@@ -102,6 +125,10 @@ func (n *Node) noteUnreachable(name string, err error) {
 		n.logger.Printf("reconcile: %s's cluster port answers now", name)
 	case err != nil && prev != err.Error():
 		n.unreach[name] = err.Error()
+		if errors.Is(err, errClientPeer) {
+			n.logger.Printf("reconcile: keeping %s out of Raft: %v; it stays a client", name, err)
+			return
+		}
 		n.warnf("reconcile: keeping %s out of Raft: its cluster port does not answer: %v", name, err)
 	}
 }
@@ -117,7 +144,10 @@ func (n *Node) noteUnreachable(name string, err error) {
 //   - nodes that left are removed;
 //   - a dead voter is replaced: a healthy non-voter is promoted and the
 //     dead voter demoted, keeping the quorum made of live nodes;
-//   - non-voters are promoted while there are fewer voters than wanted.
+//   - non-voters are promoted while there are fewer voters than wanted;
+//   - a node whose certificate is a client node's (toolnode tls cert
+//     -client) is never added, and is removed if it is in (it restarted
+//     with one): reachable and Raft's dials tell (mux.go).
 //
 // It reads first and changes Raft only where something differs; each
 // change is one configuration entry, and it stops at the first failure.
@@ -156,9 +186,12 @@ func (n *Node) reconcileMembers() (done bool) {
 	// count toward the quorum without ever voting.
 	done = true
 	reachable := func(name, addr string) bool {
+		if n.knownClientPeer(addr) {
+			return false // a client node's certificate: never a server
+		}
 		err := n.reachable(addr)
 		n.noteUnreachable(name, err)
-		if err != nil {
+		if err != nil && !errors.Is(err, errClientPeer) {
 			done = false
 		}
 		return err == nil
@@ -237,6 +270,16 @@ func (n *Node) reconcileMembers() (done bool) {
 			continue
 		}
 		switch {
+		case n.knownClientPeer(string(s.Address)):
+			// Its node restarted with a client node's certificate: it
+			// takes no part in Raft (mux.go), so a place in the
+			// configuration would only count toward the quorum.
+			if !change("removed "+name+": its certificate is a client node's (toolnode tls cert -client)", r.RemoveServer(s.ID, 0, wait)) {
+				return false
+			}
+			if s.Suffrage == raft.Voter {
+				voters--
+			}
 		case m.State == "left" || (m.State == "alive" && m.Meta.Leaving):
 			if !change("removed "+name+", which left", r.RemoveServer(s.ID, 0, wait)) {
 				return false

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -172,4 +173,12 @@ func metricsRemote(r *http.Request) net.Addr {
 		return a
 	}
 	return &net.TCPAddr{}
+}
+
+// bearer is the token of a request's "Authorization: Bearer" header.
+func bearer(r *http.Request) string {
+	if t, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		return strings.TrimSpace(t)
+	}
+	return ""
 }

@@ -286,6 +286,11 @@ func (n *Node) ServeClusterConn(c net.Conn) {
 	c.SetDeadline(time.Time{})
 	switch {
 	case b[0] == protoRaft && n.mux != nil:
+		if why := n.refuseRaft(c); why != "" {
+			n.logger.Printf("cluster port: refused Raft from %s: %s", c.RemoteAddr(), why)
+			c.Close()
+			return
+		}
 		if !n.mux.raft.deliver(&raftConn{Conn: c, timeout: n.lim.raftMsg}) {
 			c.Close()
 		}
@@ -305,6 +310,32 @@ func (n *Node) ServeClusterConn(c net.Conn) {
 		n.logger.Printf("cluster port: %s sent unknown protocol byte %#x; closing", c.RemoteAddr(), b[0])
 		c.Close()
 	}
+}
+
+// refuseRaft says why a Raft connection may not be served, "" when it
+// may: a client node's certificate, this node's or the peer's, takes no
+// part in Raft (no AppendEntries, RequestVote, InstallSnapshot or
+// TimeoutNow, whichever end sends it).
+func (n *Node) refuseRaft(c net.Conn) string {
+	if n.tls.isClientOnly() {
+		return "this node's certificate is a client node's (" + n.tls.certFile + "); it takes no part in Raft"
+	}
+	if client, name := peerIsClient(c); client {
+		return fmt.Sprintf("its certificate (%q) is a client node's (toolnode tls cert -client), and a client sends no Raft RPC", name)
+	}
+	return ""
+}
+
+// errClientPeer: a peer presented a client node's certificate where only
+// a server may answer (Raft, the change stream, forwarded writes) or
+// where the leader looks for a server to add.
+var errClientPeer = errors.New("its certificate is a client node's (toolnode tls cert -client), and a client is never a server")
+
+// serverProto reports whether only a server may answer proto: Raft, the
+// change stream and forwarded writes (which carry callers' tokens, sent
+// only to servers).
+func serverProto(proto byte) bool {
+	return proto == protoRaft || proto == protoStream || proto == protoForward
 }
 
 // tlsConn returns the TLS connection under c, or nil.
@@ -364,6 +395,17 @@ func (n *Node) dialCluster(addr string, proto byte, timeout time.Duration) (net.
 	if err != nil {
 		return nil, err
 	}
+	if proto == protoRaft && n.tls.isClientOnly() {
+		c.Close()
+		return nil, fmt.Errorf("dial %s: this node's certificate is a client node's; it sends no Raft RPC", addr)
+	}
+	if serverProto(proto) {
+		if client, name := peerIsClient(c); client {
+			c.Close()
+			n.noteClientPeer(addr)
+			return nil, fmt.Errorf("dial %s (%q) for %q: %w", addr, name, proto, errClientPeer)
+		}
+	}
 	c.SetWriteDeadline(time.Now().Add(timeout))
 	if _, err := c.Write([]byte{proto}); err != nil {
 		c.Close()
@@ -374,7 +416,8 @@ func (n *Node) dialCluster(addr string, proto byte, timeout time.Duration) (net.
 }
 
 // reachable checks that a peer's cluster port answers, through mutual TLS
-// when configured: a node the cluster cannot talk to must not get a vote.
+// when configured, and that its certificate is not a client node's: a
+// node the cluster cannot talk to, or a client, must not get a vote.
 func (n *Node) reachable(addr string) error {
 	c, err := n.dialCluster(addr, protoPing, 2*time.Second)
 	if err != nil {
@@ -388,6 +431,10 @@ func (n *Node) reachable(addr string) error {
 	}
 	if b[0] != protoPing {
 		return fmt.Errorf("%s answered %#x, not a toolnode cluster port", addr, b[0])
+	}
+	if client, name := peerIsClient(c); client {
+		n.noteClientPeer(addr)
+		return fmt.Errorf("%s (%q): %w", addr, name, errClientPeer)
 	}
 	return nil
 }

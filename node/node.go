@@ -22,11 +22,13 @@ import (
 	"github.com/toolnode/toolnode/catalog"
 	"github.com/toolnode/toolnode/cluster"
 	"github.com/toolnode/toolnode/logx"
+	"github.com/toolnode/toolnode/mcpserve"
 	"github.com/toolnode/toolnode/metrics"
 	"github.com/toolnode/toolnode/p9"
 	"github.com/toolnode/toolnode/raftfsm"
 	"github.com/toolnode/toolnode/raftlog"
 	"github.com/toolnode/toolnode/registry"
+	"github.com/toolnode/toolnode/sandbox"
 )
 
 // Errors of the write path.
@@ -67,12 +69,17 @@ type Node struct {
 
 	unreachMu sync.Mutex
 	unreach   map[string]string // node → why the leader keeps it out of Raft
+
+	// clientPeers: cluster addresses whose certificate was a client
+	// node's when last dialled (address → time.Time), leader.go.
+	clientPeers sync.Map
+
 	gossip    *cluster.Cluster
 	p9        *p9.Server
 	p9ln      net.Listener
-	p9tls     bool         // the 9P listener speaks TLS
-	mcp       *mcpServer   // nil unless -mcp
-	metrics   *metrics.Set // nil unless -metrics: its methods do nothing then
+	p9tls     bool             // the 9P listener speaks TLS
+	mcp       *mcpserve.Server // nil unless -mcp
+	metrics   *metrics.Set     // nil unless -metrics: its methods do nothing then
 	metricsLn net.Listener
 	p9srv     atomic.Pointer[p9.Server] // n.p9 once it serves, for the FSM's goroutine
 	anon      p9.Role                   // of an attach without a token (tokens.go)
@@ -82,7 +89,7 @@ type Node struct {
 	runner  *registry.Runner
 	sandbox string     // how tools are run, for the node file
 	calls   *callQueue // -max-calls
-	digests registry.DigestCache
+	digests sandbox.DigestCache
 	blobs   *blobs.Service // the executables' store, fetches and collection
 
 	environHidden bool // the process's /proc/PID/environ is blanked
@@ -174,6 +181,9 @@ func New(cfg Config) (n *Node, err error) {
 		if n.tls, err = keyClusterTLS(n.cfg.EncryptKey, cfg.Name); err != nil {
 			return nil, err
 		}
+	}
+	if err := n.clientOnlyStart(); err != nil {
+		return nil, err
 	}
 	n.logPortSecurity()
 	if cfg.AuditFile != "" {
@@ -267,7 +277,7 @@ func (n *Node) setupRunner() {
 	}
 	n.runner = registry.NewRunner(rc)
 	n.calls = newCallQueue(n.cfg.MaxCalls, min(n.cfg.CallTimeout, MaxCallWait))
-	switch _, err := registry.SandboxStatus(); {
+	switch _, err := sandbox.Status(); {
 	case n.cfg.Yolo:
 		n.sandbox = "off (-yolo)"
 		n.warnf("-yolo: tools run WITHOUT the sandbox and can change any file this user can")
@@ -277,7 +287,7 @@ func (n *Node) setupRunner() {
 	default:
 		// Tools can read /proc/PID/environ of the node: blank it (the
 		// runtime keeps its own copy).
-		if err := registry.HideEnviron(); err != nil {
+		if err := sandbox.HideEnviron(); err != nil {
 			n.warnf("sandbox: cannot blank this process's /proc/PID/environ: %v", err)
 		} else {
 			n.environHidden = true

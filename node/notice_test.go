@@ -341,15 +341,15 @@ func Test_InMem_RetriedCreateAppliesOnce(t *testing.T) {
 			}{
 				{"session", sessions, func() (string, error) {
 					if !ids {
-						return proposeBare(f, raftfsm.CmdCreateSession, raftfsm.CreateSession{Time: nowNano()})
+						return proposeBare(f, raftfsm.CmdCreateSession, raftfsm.CreateSession{Owner: "anon@test", Time: nowNano()})
 					}
-					return f.NewSession("")
+					return anonOf(f).NewSession("")
 				}, f.WalkSession},
 				{"agent", agents, func() (string, error) {
 					if !ids {
 						return proposeBare(f, raftfsm.CmdCreateAgent, raftfsm.CreateAgent{Session: "s"})
 					}
-					return f.NewAgent("s", "")
+					return anonOf(f).NewAgent("s", "")
 				}, func(a string) error { return f.WalkAgent("s", a) }},
 			} {
 				mu.Lock()
@@ -398,13 +398,13 @@ func Test_InMem_CreateThroughFollowerReadsBack(t *testing.T) {
 
 	for i := range 30 {
 		sess := fmt.Sprintf("s%d", i)
-		if got, err := f.NewSession("name=" + sess); err != nil || got != sess {
+		if got, err := anonOf(f).NewSession("name=" + sess); err != nil || got != sess {
 			t.Fatalf("session %s through %s: %q, %v", sess, f.Name(), got, err)
 		}
 		if err := f.WalkSession(sess); err != nil {
 			t.Fatalf("%s: walk to its own session %s: %v", f.Name(), sess, err)
 		}
-		if got, err := f.NewAgent(sess, "name=A"); err != nil || got != "A" {
+		if got, err := anonOf(f).NewAgent(sess, "name=A"); err != nil || got != "A" {
 			t.Fatalf("agent %s/A through %s: %q, %v", sess, f.Name(), got, err)
 		}
 		if err := f.WalkAgent(sess, "A"); err != nil {
@@ -423,7 +423,7 @@ func Test_InMem_CreateThroughFollowerReadsBack(t *testing.T) {
 
 	// Control: cut Raft between the leader and f only.
 	c.cutRaft(l.Name(), f.Name())
-	if got, err := f.NewAgent("s0", "name=cut"); err != nil || got != "cut" {
+	if got, err := anonOf(f).NewAgent("s0", "name=cut"); err != nil || got != "cut" {
 		t.Fatalf("agent s0/cut through %s with its replication cut: %q, %v", f.Name(), got, err)
 	}
 	if _, err := f.fsm.Agent("s0", "cut"); err == nil {
@@ -444,6 +444,6 @@ func proposeBare(n *Node, t raftfsm.CommandType, body any) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	r, err := n.applyOnce(t, data, applyTimeout, "")
+	r, err := n.applyOnce(t, data, applyTimeout, caller{who: "anon@test"})
 	return r.Name, err
 }

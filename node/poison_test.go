@@ -98,7 +98,7 @@ func Test_InMem_InvalidCommandRefused(t *testing.T) {
 	}
 	// Control: the same path appends a valid command.
 	before := l.raftNode().LastIndex()
-	resp, err := follower.forward(string(leaderAddr), raftfsm.MustEncode(raftfsm.CmdCreateSession, raftfsm.CreateSession{Name: "ok"}), 5*time.Second)
+	resp, err := follower.forwardAs(string(leaderAddr), raftfsm.MustEncode(raftfsm.CmdCreateSession, raftfsm.CreateSession{Name: "ok", Owner: "anon@test"}), 5*time.Second, caller{who: "anon@test"})
 	if err != nil || resp.Err != "" || resp.Index <= before {
 		t.Fatalf("forwarding a valid command: %+v, %v", resp, err)
 	}

@@ -48,13 +48,10 @@ func (n *Node) ProfileTime(name string) time.Time {
 
 // PublishToolMeta validates and publishes a tool's metadata.
 func (n *Node) PublishToolMeta(name string, data []byte) error {
-	return n.publishToolMeta(name, data, "")
+	return n.publishToolMeta(caller{}, name, data)
 }
 
-// publishToolMeta is PublishToolMeta for principal who, the publisher
-// of the version it makes ("": this node). The unexported twins of the
-// methods below take who alike; auditBackend calls them.
-func (n *Node) publishToolMeta(name string, data []byte, who string) error {
+func (n *Node) publishToolMeta(c caller, name string, data []byte) error {
 	if err := registry.ValidName(name); err != nil {
 		return err
 	}
@@ -63,9 +60,9 @@ func (n *Node) publishToolMeta(name string, data []byte, who string) error {
 		return fmt.Errorf("invalid tool metadata in %s.meta: %w; nothing was published", name, err)
 	}
 	n.logNotes(name, notes)
-	_, err = n.apply(raftfsm.CmdPutToolMeta, raftfsm.PutToolMeta{
+	_, err = n.applyFor(c, raftfsm.CmdPutToolMeta, raftfsm.PutToolMeta{
 		Owner: n.cfg.Name, Origin: raftfsm.Origin9P, Time: nowNano(), Name: name, Meta: data,
-		Publisher: publisherName(who),
+		Publisher: publisherName(c.who),
 	})
 	return err
 }
@@ -80,10 +77,10 @@ func (n *Node) NewExecUpload() (p9.ExecUpload, error) { return n.blobs.Store().T
 // the command is committed and applied here; the other nodes fetch the
 // bytes from this one (or any that has them) in the background.
 func (n *Node) PublishToolExec(name string, up p9.ExecUpload, size int64, mode uint32) error {
-	return n.publishToolExec(name, up, size, mode, "")
+	return n.publishToolExec(caller{}, name, up, size, mode)
 }
 
-func (n *Node) publishToolExec(name string, up p9.ExecUpload, size int64, mode uint32, who string) error {
+func (n *Node) publishToolExec(c caller, name string, up p9.ExecUpload, size int64, mode uint32) error {
 	defer up.Close()
 	if err := registry.ValidName(name); err != nil {
 		return err
@@ -102,9 +99,9 @@ func (n *Node) publishToolExec(name string, up p9.ExecUpload, size int64, mode u
 	if err != nil {
 		return fmt.Errorf("tool %q: storing the executable: %w", name, err)
 	}
-	_, err = n.apply(raftfsm.CmdPutToolExec, raftfsm.PutToolExec{
+	_, err = n.applyFor(c, raftfsm.CmdPutToolExec, raftfsm.PutToolExec{
 		Owner: n.cfg.Name, Origin: raftfsm.Origin9P, Time: nowNano(), Name: name,
-		ExecHash: d, Size: size, Mode: mode & 0o7777, Publisher: publisherName(who),
+		ExecHash: d, Size: size, Mode: mode & 0o7777, Publisher: publisherName(c.who),
 	})
 	return err
 }
@@ -112,10 +109,10 @@ func (n *Node) publishToolExec(name string, up p9.ExecUpload, size int64, mode u
 // ChmodToolExec publishes a tool's executable again with a new mode: the
 // same digest, so no byte moves.
 func (n *Node) ChmodToolExec(name string, mode uint32) error {
-	return n.chmodToolExec(name, mode, "")
+	return n.chmodToolExec(caller{}, name, mode)
 }
 
-func (n *Node) chmodToolExec(name string, mode uint32, who string) error {
+func (n *Node) chmodToolExec(c caller, name string, mode uint32) error {
 	t, ok := n.fsm.Tool(name)
 	if !ok || t.ExecHash == "" {
 		return fmt.Errorf("file does not exist: tool %q has no published executable", name)
@@ -124,38 +121,42 @@ func (n *Node) chmodToolExec(name string, mode uint32, who string) error {
 	if !have {
 		return fmt.Errorf("tool %q: its executable is not yet fetched here; try again", name)
 	}
-	_, err := n.apply(raftfsm.CmdPutToolExec, raftfsm.PutToolExec{
+	_, err := n.applyFor(c, raftfsm.CmdPutToolExec, raftfsm.PutToolExec{
 		Owner: n.cfg.Name, Origin: raftfsm.Origin9P, Time: nowNano(), Name: name,
-		ExecHash: t.ExecHash, Size: size, Mode: mode & 0o7777, Publisher: publisherName(who),
+		ExecHash: t.ExecHash, Size: size, Mode: mode & 0o7777, Publisher: publisherName(c.who),
 	})
 	return err
 }
 
 // WithdrawTool removes a tool cluster-wide, whoever published it.
-func (n *Node) WithdrawTool(name string) error { return n.withdrawTool(name, "") }
+func (n *Node) WithdrawTool(name string) error { return n.withdrawTool(caller{}, name) }
 
-func (n *Node) withdrawTool(name, who string) error {
+func (n *Node) withdrawTool(c caller, name string) error {
 	if t, ok := n.fsm.Tool(name); !ok || !t.Published() {
 		return fmt.Errorf("file does not exist: no tool %q in the cluster", name)
 	}
-	_, err := n.apply(raftfsm.CmdWithdrawTools, raftfsm.WithdrawTools{
-		Names: []string{name}, Publisher: publisherName(publisherOr(who, n.cfg.Name)), Time: nowNano(),
+	_, err := n.applyFor(c, raftfsm.CmdWithdrawTools, raftfsm.WithdrawTools{
+		Names: []string{name}, Publisher: publisherName(c.who), Time: nowNano(),
 	})
 	return err
 }
 
 // RemoveToolExec removes a tool's executable, keeping its metadata.
-func (n *Node) RemoveToolExec(name string) error { return n.removeToolExec(name, "") }
+func (n *Node) RemoveToolExec(name string) error { return n.removeToolExec(caller{}, name) }
 
-func (n *Node) removeToolExec(name, who string) error {
-	_, err := n.apply(raftfsm.CmdDropToolExec, raftfsm.DropToolExec{
-		Name: name, Owner: n.cfg.Name, Publisher: publisherName(who), Time: nowNano(),
+func (n *Node) removeToolExec(c caller, name string) error {
+	_, err := n.applyFor(c, raftfsm.CmdDropToolExec, raftfsm.DropToolExec{
+		Name: name, Owner: n.cfg.Name, Publisher: publisherName(c.who), Time: nowNano(),
 	})
 	return err
 }
 
 // PublishProfile validates and publishes an agent profile.
 func (n *Node) PublishProfile(name string, data []byte) error {
+	return n.publishProfile(caller{}, name, data)
+}
+
+func (n *Node) publishProfile(c caller, name string, data []byte) error {
 	if err := registry.ValidName(name); err != nil {
 		return err
 	}
@@ -163,7 +164,7 @@ func (n *Node) PublishProfile(name string, data []byte) error {
 	if err != nil {
 		return fmt.Errorf("invalid agent profile in %s.json: %w; nothing was published", name, err)
 	}
-	_, err = n.apply(raftfsm.CmdPublishProfiles, raftfsm.PublishProfiles{
+	_, err = n.applyFor(c, raftfsm.CmdPublishProfiles, raftfsm.PublishProfiles{
 		Owner: n.cfg.Name, Origin: raftfsm.Origin9P, Time: nowNano(),
 		Profiles: []raftfsm.ProfileSpec{{Name: name, Data: data, AutoLoad: p.AutoLoad}},
 	})
@@ -171,10 +172,12 @@ func (n *Node) PublishProfile(name string, data []byte) error {
 }
 
 // WithdrawProfile removes a profile cluster-wide.
-func (n *Node) WithdrawProfile(name string) error {
+func (n *Node) WithdrawProfile(name string) error { return n.withdrawProfile(caller{}, name) }
+
+func (n *Node) withdrawProfile(c caller, name string) error {
 	if _, ok := n.fsm.Profile(name); !ok {
 		return fmt.Errorf("file does not exist: no agent profile %q in the cluster", name)
 	}
-	_, err := n.apply(raftfsm.CmdWithdrawProfiles, raftfsm.WithdrawProfiles{Names: []string{name}})
+	_, err := n.applyFor(c, raftfsm.CmdWithdrawProfiles, raftfsm.WithdrawProfiles{Names: []string{name}})
 	return err
 }

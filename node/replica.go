@@ -15,6 +15,7 @@ import (
 
 	"github.com/toolnode/toolnode/cluster"
 	"github.com/toolnode/toolnode/stream"
+	"github.com/toolnode/toolnode/tlsutil"
 )
 
 // Servers and clients (DESIGN §4). A node whose name is in Raft's
@@ -234,7 +235,7 @@ func (n *Node) streamStatus() stream.Status {
 // serveStream answers a client's stream request on the cluster port; a
 // client closes it at once and asks another node.
 func (n *Node) serveStream(c net.Conn) {
-	if !n.rep.isServer.Load() {
+	if !n.rep.isServer.Load() || n.tls.isClientOnly() {
 		n.logger.Printf("stream: %s asked this node, a client, for the change stream; closing", c.RemoteAddr())
 		c.Close()
 		return
@@ -242,6 +243,34 @@ func (n *Node) serveStream(c net.Conn) {
 	if err := n.rep.hub.Serve(n.ctx, c); err != nil && n.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.EOF) {
 		n.logger.Printf("stream: client %s: %v", c.RemoteAddr(), err)
 	}
+}
+
+// clientOnlyStart makes a node whose cluster certificate is a client
+// node's (toolnode tls cert -client) a client for good: it never opens
+// Raft (not even on Raft state it kept from when it was a server), so it
+// never votes, campaigns or serves the change stream; it follows the
+// stream, forwards writes and runs routed calls. A node that cannot be
+// one (it would bootstrap, or asks to be a server) refuses to start.
+func (n *Node) clientOnlyStart() error {
+	if !n.tls.isClientOnly() {
+		return nil
+	}
+	cert := n.tls.certFile
+	if n.cfg.Server {
+		return fmt.Errorf("refusing to start: -server asks this node to be a server, but its certificate %s is a client node's (toolnode tls cert -client); give it a server's certificate, or drop -server", cert)
+	}
+	if !n.joins() {
+		return fmt.Errorf("refusing to start: the certificate %s is a client node's (toolnode tls cert -client), and a client cannot bootstrap a cluster; give -join with a member's gossip address", cert)
+	}
+	if !n.raftLazy.Load() {
+		if raftStateOnDisk(n.raftDir()) {
+			n.logger.Printf("cluster TLS: the Raft state in %s is left unused: this node's certificate is a client node's", n.raftDir())
+		}
+		n.raftLazy.Store(true)
+		n.startAsClient()
+	}
+	n.logger.Printf("cluster TLS: this node's certificate %s is a client node's (%s): it stays a client: it follows the change stream, forwards writes and runs routed calls, and never opens Raft, votes or serves the stream", cert, tlsutil.ClientRoleURI)
+	return nil
 }
 
 // inRaft reports whether this node is in Raft's latest configuration.

@@ -137,7 +137,7 @@ func Test_InMem_RandomRestarts(t *testing.T) {
 		// acknowledged one must survive.
 		deadline := time.Now().Add(10 * time.Second)
 		for time.Now().Before(deadline) {
-			if got, err := n.NewSession("name=" + name); err == nil && got == name {
+			if got, err := anonOf(n).NewSession("name=" + name); err == nil && got == name {
 				acked = append(acked, name)
 				return
 			}

@@ -12,7 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/toolnode/toolnode/acl"
 	"github.com/toolnode/toolnode/cluster"
+	"github.com/toolnode/toolnode/fwdauth"
 	"github.com/toolnode/toolnode/registry"
 )
 
@@ -277,7 +279,17 @@ func (n *Node) serveOneCall(c net.Conn, br *bufio.Reader, req callRequest) bool 
 }
 
 // runRouted checks a routed call against this node's state and runs it.
+// A routed call is a call and nothing more (DESIGN §7 "Cluster port"):
+// the principal is as the calling member states it, so the call runs a
+// tool of the catalog and makes no write here; a built-in, whose loads
+// are writes, is done on the node the caller attached to.
 func (n *Node) runRouted(ctx context.Context, req callRequest) ([]byte, error) {
+	if err := checkRoutedWho(req); err != nil {
+		return nil, err
+	}
+	if isBuiltin(req.Tool) {
+		return nil, fmt.Errorf("permission denied: a routed call runs a tool; %s is done on the node the caller attached to, not routed", req.Tool)
+	}
 	if !n.waitApplied(req.Index, applyTimeout) {
 		return nil, fmt.Errorf("node %s has not caught up with the cluster's state; try again", n.cfg.Name)
 	}
@@ -293,4 +305,16 @@ func (n *Node) runRouted(ctx context.Context, req callRequest) ([]byte, error) {
 		return nil, fmt.Errorf("node %s cannot run tool %q any more", n.cfg.Name, req.Tool)
 	}
 	return n.runHere(ctx, req.Session, req.Agent, e, req.Args)
+}
+
+// checkRoutedWho refuses a routed call whose principal or calling node
+// no node would send: the names land in the audit log as who and via.
+func checkRoutedWho(req callRequest) error {
+	if !fwdauth.ValidNode(req.From) {
+		return errors.New("permission denied: a routed call must name the node that sends it")
+	}
+	if req.Who == "" || fwdauth.ValidAnon(req.Who) || acl.CheckName(req.Who) == nil {
+		return nil // "": the calling node's own call, node:FROM
+	}
+	return fmt.Errorf("permission denied: a routed call from %s names %q, not a principal (a token's name or anon@IP)", req.From, req.Who)
 }

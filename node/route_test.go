@@ -134,7 +134,7 @@ func Test_Route_PublishThrough9P(t *testing.T) {
 	n1 := startHost(t, "n1", root, nil)
 	n2 := startHost(t, "n2", root, nil, n1.gossip.LocalAddr())
 	waitFor(t, "two voters", 10*time.Second, func() bool { return len(voters(n1)) == 2 })
-	f2 := mount(t, n2.P9Addr())
+	f2 := mountPublisher(t, n2, n1, n2)
 
 	// Executable first, then metadata, as cp hello hello.meta does.
 	script := []byte("#!/bin/sh\necho hello from $TOOLNODE_NODE\n")

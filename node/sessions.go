@@ -42,12 +42,13 @@ func parseSpec(spec, usage string, keys ...string) (map[string]string, error) {
 }
 
 // NewSession creates a session from "name=S [agent=PROFILE] [cwd=DIR]",
-// owned by no one (the node's own use); a 9P client's is owned by its
-// principal (owner.go).
-func (n *Node) NewSession(spec string) (string, error) { return n.newSession(spec, "") }
+// owned by no one, for the node itself: on the leader only, since a
+// write the node forwards for itself may only publish (fwdauth); a 9P
+// client's is owned by its principal (owner.go).
+func (n *Node) NewSession(spec string) (string, error) { return n.newSession(caller{}, spec) }
 
-// newSession is NewSession made by owner.
-func (n *Node) newSession(spec, owner string) (string, error) {
+// newSession is NewSession made by c, its owner.
+func (n *Node) newSession(c caller, spec string) (string, error) {
 	const usage = "name=S [agent=PROFILE] [cwd=DIR]"
 	kv, err := parseSpec(spec, usage, "name", "agent", "cwd")
 	if err != nil {
@@ -61,15 +62,17 @@ func (n *Node) newSession(spec, owner string) (string, error) {
 			return "", err
 		}
 	}
-	r, err := n.apply(raftfsm.CmdCreateSession, raftfsm.CreateSession{
-		Name: kv["name"], Owner: owner, Cwd: cwd, Profile: kv["agent"], Time: nowNano(),
+	r, err := n.applyFor(c, raftfsm.CmdCreateSession, raftfsm.CreateSession{
+		Name: kv["name"], Owner: c.who, Cwd: cwd, Profile: kv["agent"], Time: nowNano(),
 	})
 	return r.Name, err
 }
 
-// KillSession removes a session.
-func (n *Node) KillSession(session string) error {
-	_, err := n.apply(raftfsm.CmdKillSession, raftfsm.KillSession{Name: session})
+// KillSession removes a session for the node itself.
+func (n *Node) KillSession(session string) error { return n.killSession(caller{}, session) }
+
+func (n *Node) killSession(c caller, session string) error {
+	_, err := n.applyFor(c, raftfsm.CmdKillSession, raftfsm.KillSession{Name: session})
 	return err
 }
 
@@ -115,19 +118,26 @@ func (n *Node) WalkAgent(session, agent string) error {
 	return err
 }
 
-// NewAgent creates an agent from "name=A [profile=P]".
+// NewAgent creates an agent from "name=A [profile=P]", for the node
+// itself.
 func (n *Node) NewAgent(session, spec string) (string, error) {
+	return n.newAgent(caller{}, session, spec)
+}
+
+func (n *Node) newAgent(c caller, session, spec string) (string, error) {
 	kv, err := parseSpec(spec, "name=A [profile=P]", "name", "profile")
 	if err != nil {
 		return "", err
 	}
-	r, err := n.apply(raftfsm.CmdCreateAgent, raftfsm.CreateAgent{Session: session, Name: kv["name"], Profile: kv["profile"]})
+	r, err := n.applyFor(c, raftfsm.CmdCreateAgent, raftfsm.CreateAgent{Session: session, Name: kv["name"], Profile: kv["profile"]})
 	return r.Name, err
 }
 
-// KillAgent removes an agent.
-func (n *Node) KillAgent(session, agent string) error {
-	_, err := n.apply(raftfsm.CmdKillAgent, raftfsm.KillAgent{Session: session, Name: agent})
+// KillAgent removes an agent for the node itself.
+func (n *Node) KillAgent(session, agent string) error { return n.killAgent(caller{}, session, agent) }
+
+func (n *Node) killAgent(c caller, session, agent string) error {
+	_, err := n.applyFor(c, raftfsm.CmdKillAgent, raftfsm.KillAgent{Session: session, Name: agent})
 	return err
 }
 
@@ -175,21 +185,29 @@ func checkNames(names []string) error {
 	return nil
 }
 
-// Load loads tools for an agent.
+// Load loads tools for an agent, for the node itself.
 func (n *Node) Load(session, agent string, names []string) error {
+	return n.load(caller{}, session, agent, names)
+}
+
+func (n *Node) load(c caller, session, agent string, names []string) error {
 	if err := checkNames(names); err != nil {
 		return err
 	}
-	_, err := n.apply(raftfsm.CmdLoad, raftfsm.Load{Session: session, Agent: agent, Names: names})
+	_, err := n.applyFor(c, raftfsm.CmdLoad, raftfsm.Load{Session: session, Agent: agent, Names: names})
 	return err
 }
 
-// Unload unloads tools.
+// Unload unloads tools, for the node itself.
 func (n *Node) Unload(session, agent string, names []string) error {
+	return n.unload(caller{}, session, agent, names)
+}
+
+func (n *Node) unload(c caller, session, agent string, names []string) error {
 	if err := checkNames(names); err != nil {
 		return err
 	}
-	_, err := n.apply(raftfsm.CmdUnload, raftfsm.Unload{Session: session, Agent: agent, Names: names})
+	_, err := n.applyFor(c, raftfsm.CmdUnload, raftfsm.Unload{Session: session, Agent: agent, Names: names})
 	return err
 }
 

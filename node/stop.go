@@ -42,7 +42,7 @@ func (n *Node) Close() error {
 			return max(min(most, time.Until(deadline)), 0)
 		}
 		if n.mcp != nil {
-			n.mcp.close()
+			n.mcp.Close()
 		}
 		if n.p9 != nil {
 			n.p9.Close()
@@ -74,7 +74,9 @@ func (n *Node) Close() error {
 			steps.step("out of Raft")
 		}
 		n.wg.Wait()
-		n.blobs.Stop()
+		if n.blobs != nil {
+			n.blobs.Stop()
+		}
 		n.fwd.closeAll()
 		if n.runner != nil {
 			if err := n.runner.Close(); err != nil {

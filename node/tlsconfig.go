@@ -13,6 +13,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/toolnode/toolnode/tlsutil"
 )
 
 // clusterTLS is the mutual TLS of the cluster port: every node presents a
@@ -44,10 +46,19 @@ import (
 //     every peer would refuse fails at start with a sentence saying why,
 //     not later with handshake errors in other nodes' logs.
 //   - TLS 1.2 is the minimum.
+//   - A certificate that names tlsutil.ClientRoleURI (toolnode tls cert
+//     -client) is a client node's: it passes the handshake like any
+//     other, and then the port refuses its holder a server's part (see
+//     peerIsClient and its callers in mux.go and leader.go).
 type clusterTLS struct {
 	server *tls.Config // for the listener: RequireAndVerifyClientCert against the CA
 	client *tls.Config // for dialers: presents the node cert, verifies the server against the CA
 	mode   string      // how the port is secured, for the log
+
+	// clientOnly: this node's own certificate is a client node's; it
+	// never opens Raft, votes or serves the change stream.
+	clientOnly bool
+	certFile   string // the certificate's file, for messages
 }
 
 // loadClusterTLS reads the node's certificate, its private key and the CA
@@ -163,7 +174,32 @@ func loadClusterTLS(certFile, keyFile, caFile string) (*clusterTLS, error) {
 			return verifyClusterPeer(cs.PeerCertificates, pool, x509.ExtKeyUsageServerAuth)
 		},
 	}
-	return &clusterTLS{server: server, client: client, mode: "mutual TLS with the CA in " + caFile}, nil
+	ct := &clusterTLS{server: server, client: client, mode: "mutual TLS with the CA in " + caFile,
+		clientOnly: tlsutil.IsClient(leaf), certFile: certFile}
+	if ct.clientOnly {
+		ct.mode += "; this node's certificate is a client node's (" + tlsutil.ClientRoleURI + ")"
+	}
+	return ct, nil
+}
+
+// isClientOnly reports whether t is mutual TLS with a client node's
+// certificate; false for nil (plain TCP) and for the gossip key's TLS.
+func (t *clusterTLS) isClientOnly() bool { return t != nil && t.clientOnly }
+
+// peerIsClient reports whether the peer of a cluster-port connection
+// presented a client node's certificate, and names it. The handshake is
+// done (the mux and dial complete it first); a connection without TLS has
+// no certificate and no role.
+func peerIsClient(c net.Conn) (bool, string) {
+	tc := tlsConn(c)
+	if tc == nil {
+		return false, ""
+	}
+	certs := tc.ConnectionState().PeerCertificates
+	if len(certs) == 0 || !tlsutil.IsClient(certs[0]) {
+		return false, ""
+	}
+	return true, certs[0].Subject.CommonName
 }
 
 // wrapListener returns ln unchanged when t is nil. Otherwise Accept on the

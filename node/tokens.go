@@ -128,7 +128,7 @@ func (n *Node) NewToken(by p9.Principal, name string, role p9.Role) (string, err
 		return "", err
 	}
 	start := time.Now()
-	_, err = n.applyAs(by.Secret, raftfsm.CmdPutToken, raftfsm.PutToken{
+	_, err = n.applyFor(caller{who: by.Name, token: by.Secret}, raftfsm.CmdPutToken, raftfsm.PutToken{
 		Name: name, Role: role.String(), Hash: hash, By: by.Name, Time: nowNano(),
 	})
 	if n.audit != nil {
@@ -157,7 +157,7 @@ func (n *Node) RevokeToken(by p9.Principal, name string) error {
 		return err
 	}
 	start := time.Now()
-	_, err := n.applyAs(by.Secret, raftfsm.CmdRevokeToken, raftfsm.RevokeToken{Name: name})
+	_, err := n.applyFor(caller{who: by.Name, token: by.Secret}, raftfsm.CmdRevokeToken, raftfsm.RevokeToken{Name: name})
 	if n.audit != nil {
 		n.record(start, by.Name, "token-revoke", name, err)
 	}

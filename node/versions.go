@@ -111,11 +111,12 @@ func (n *Node) VersionExecutable(name string, version uint64) (p9.Executable, bo
 // Rollback publishes a copy of a kept version as the tool's next one and
 // returns the version live after it.
 func (n *Node) Rollback(name string, version uint64) (uint64, error) {
-	return n.rollbackAs(name, version, "")
+	return n.rollback(caller{}, name, version)
 }
 
-func (n *Node) rollbackAs(name string, version uint64, who string) (uint64, error) {
-	r, err := n.apply(raftfsm.CmdRollback, raftfsm.Rollback{
+func (n *Node) rollback(c caller, name string, version uint64) (uint64, error) {
+	who := c.who
+	r, err := n.applyFor(c, raftfsm.CmdRollback, raftfsm.Rollback{
 		Name: name, Version: version, Publisher: publisherName(who), Owner: n.cfg.Name, Time: nowNano(),
 	})
 	if err != nil {
@@ -142,16 +143,7 @@ func orNode(who string) string {
 
 func (a auditBackend) Rollback(name string, version uint64) (uint64, error) {
 	start := time.Now()
-	live, err := a.Node.rollbackAs(name, version, a.who)
+	live, err := a.Node.rollback(a.caller(), name, version)
 	a.record(start, a.who, "rollback", name+"@"+strconv.FormatUint(version, 10), err)
 	return live, err
-}
-
-// publisherOr is who, or node:NAME for a command with no principal: a
-// withdrawal names no owner, so its publisher is spelled out.
-func publisherOr(who, node string) string {
-	if who != "" {
-		return who
-	}
-	return "node:" + node
 }

@@ -16,7 +16,7 @@ import (
 func (s *Server) openHandle(b Backend, n *node) (handle, error) {
 	switch n.kind {
 	case kRoot, kTDir, kADir, kClusterDir, kSessionDir, kSession, kAgentDir, kAgent, kVDir, kVTool:
-		return newDirHandle(s, n)
+		return newDirHandle(s, b, n)
 	case kVIdx, kVMeta, kVExec, kVCtl:
 		return s.openVersion(b, n)
 	case kTIdx:
@@ -378,9 +378,11 @@ func (h *execHandle) close()    { h.r.Close() }
 
 // dirHandle is an open directory: a snapshot of its entries, served in
 // whole entries at the offsets where earlier reads ended. Reads are
-// serialized by mu.
+// serialized by mu. b is the Backend of the fid that opened it, so a
+// listing shows what that principal may see (session/: its sessions).
 type dirHandle struct {
 	s     *Server
+	b     Backend
 	n     *node
 	mu    sync.Mutex
 	data  []byte
@@ -388,8 +390,8 @@ type dirHandle struct {
 	fresh bool
 }
 
-func newDirHandle(s *Server, n *node) (*dirHandle, error) {
-	d := &dirHandle{s: s, n: n}
+func newDirHandle(s *Server, b Backend, n *node) (*dirHandle, error) {
+	d := &dirHandle{s: s, b: b, n: n}
 	if err := d.fill(); err != nil {
 		return nil, err
 	}
@@ -398,7 +400,7 @@ func newDirHandle(s *Server, n *node) (*dirHandle, error) {
 }
 
 func (d *dirHandle) fill() error {
-	kids, err := d.s.children(d.n)
+	kids, err := d.s.children(d.b, d.n)
 	if err != nil {
 		return err
 	}

@@ -143,7 +143,7 @@ func (s *Server) openToken(n *node, who Principal) (handle, error) {
 	tb, _ := s.b.(TokenBackend)
 	switch n.kind {
 	case kTokenDir:
-		return newDirHandle(s, n)
+		return newDirHandle(s, s.b, n)
 	case kTokenIdx:
 		return newSnapshot(func() ([]byte, error) {
 			if tb == nil {

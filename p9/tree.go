@@ -318,10 +318,10 @@ func walk1(s *Server, n *node, name string) (*node, error) {
 	return nil, walkErr("no file %q in %s", name, n.path)
 }
 
-// children lists directory n, sorted by name. t/ and a/ list the files
-// created and not yet published too.
-func (s *Server) children(n *node) ([]*node, error) {
-	b := s.b
+// children lists directory n through b (the Backend of the fid that
+// opened it), sorted by name. t/ and a/ list the files created and not
+// yet published too.
+func (s *Server) children(b Backend, n *node) ([]*node, error) {
 	var out []*node
 	switch n.kind {
 	case kRoot:

@@ -28,10 +28,4 @@ var (
 	// ErrBadOutput: a tool whose outputFormat is json printed something
 	// that is not valid JSON.
 	ErrBadOutput = errors.New("output is not valid JSON")
-	// ErrNoSandbox: the sandbox is required (no -yolo) but this host
-	// cannot provide it. Nothing was run.
-	ErrNoSandbox = errors.New("sandbox unavailable")
-	// ErrExecDigest: an executable's content is not what was published
-	// (its SHA-256 differs). Nothing was run.
-	ErrExecDigest = errors.New("invalid executable: its digest does not match")
 )

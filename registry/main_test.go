@@ -1,16 +1,25 @@
 package registry
 
 import (
+	"fmt"
+	"net"
 	"os"
 	"testing"
 	"time"
 )
 
 func TestMain(m *testing.M) {
-	// The test binary doubles as a probe tool: "registry.test probe WHAT
-	// ARGS..." does one thing a sandboxed tool must not (see probe).
-	if len(os.Args) > 2 && os.Args[1] == "probe" {
-		os.Exit(probe(os.Args[2], os.Args[3:]))
+	// The test binary doubles as a tool: "registry.test dial HOST:PORT"
+	// connects over TCP and prints "ok", or exits 1.
+	if len(os.Args) == 3 && os.Args[1] == "dial" {
+		c, err := net.Dial("tcp", os.Args[2])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		_ = c.Close()
+		fmt.Println("ok")
+		os.Exit(0)
 	}
 	code := m.Run()
 	removeBenchFixture()

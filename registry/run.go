@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/toolnode/toolnode/sandbox"
 )
 
 // Defaults of RunnerConfig.
@@ -19,7 +19,7 @@ const (
 	DefaultOutputCap = 4 << 20
 	// StderrTail is how much of the end of a failed tool's standard error
 	// its ExitError carries.
-	StderrTail = 2 << 10
+	StderrTail = sandbox.StderrTail
 )
 
 // Environment variables a tool receives on top of the base environment.
@@ -38,7 +38,7 @@ type RunnerConfig struct {
 	NodeName   string        // the value of TOOLNODE_NODE
 	Env        []string      // base environment; nil: os.Environ() as of NewRunner
 	ExtraPath  []string      // directories appended to the tool's PATH (and searched for tools without a command)
-	MaxProcs   int           // processes one call may have at once, where a pids controller exists; default DefaultMaxProcs
+	MaxProcs   int           // processes one call may have at once, where a pids controller exists; default sandbox.DefaultMaxProcs
 
 	// Protected are trees and files a sandboxed tool may not read (the
 	// node's data directory, its key and certificate files); ScratchDir is
@@ -49,29 +49,19 @@ type RunnerConfig struct {
 	// directory, as -examples makes it).
 	Readable []string
 	// ToolEnv names variables of Env passed to sandboxed tools on top of
-	// the allow-list (a trailing '*' passes a prefix); see CheckToolEnv.
+	// the allow-list (a trailing '*' passes a prefix); see
+	// sandbox.CheckToolEnv.
 	ToolEnv []string
 }
 
-// Runner runs tools: it validates arguments, resolves the command, and runs
-// it in its own process group, sandboxed unless Yolo. It is safe for
-// concurrent use.
+// Runner runs tools: it validates arguments, resolves the command and the
+// environment, and has its sandbox run the tool (unconfined under Yolo).
+// It is safe for concurrent use.
 type Runner struct {
 	cfg     RunnerConfig
 	baseEnv []string // cfg.Env without the variables Run sets
 	path    string   // the tool's PATH
-	view    *fsView  // what sandboxed tools may read; nil under Yolo
-
-	treesMu sync.Mutex
-	trees   map[treeKey]*fsView // views of cwds around protected paths; guarded by treesMu
-
-	sandboxOnce sync.Once
-	sandboxErr  error
-
-	containOnce sync.Once
-	contain     *containment // nil under Yolo
-
-	prep prepState // calls made ready ahead (prepare_linux.go)
+	sb      *sandbox.Sandbox
 }
 
 // NewRunner returns a Runner for cfg, with defaults filled in.
@@ -82,20 +72,17 @@ func NewRunner(cfg RunnerConfig) *Runner {
 	if cfg.OutputCap <= 0 {
 		cfg.OutputCap = DefaultOutputCap
 	}
-	if cfg.MaxProcs <= 0 {
-		cfg.MaxProcs = DefaultMaxProcs
-	}
-	if cfg.ScratchDir == "" {
-		cfg.ScratchDir = os.TempDir()
-	}
-	if abs, err := filepath.Abs(cfg.ScratchDir); err == nil {
-		cfg.ScratchDir = abs
-	}
 	env := cfg.Env
 	if env == nil {
 		env = os.Environ()
 	}
-	r := &Runner{cfg: cfg}
+	r := &Runner{cfg: cfg, sb: sandbox.New(sandbox.Config{
+		Off:        cfg.Yolo,
+		ScratchDir: cfg.ScratchDir,
+		MaxProcs:   cfg.MaxProcs,
+		Protected:  cfg.Protected,
+		Readable:   cfg.Readable,
+	})}
 	var path string
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
@@ -104,13 +91,10 @@ func NewRunner(cfg RunnerConfig) *Runner {
 		case "PATH":
 			path = v
 		default:
-			if cfg.Yolo || envAllowed(k, cfg.ToolEnv) {
+			if cfg.Yolo || sandbox.EnvAllowed(k, cfg.ToolEnv) {
 				r.baseEnv = append(r.baseEnv, kv)
 			}
 		}
-	}
-	if !cfg.Yolo {
-		r.view = newFSView(append(slices.Clone(cfg.Protected), cfg.ScratchDir))
 	}
 	for _, d := range cfg.ExtraPath {
 		if d == "" {
@@ -164,11 +148,12 @@ func (e *ExitError) Error() string {
 // Schema validator; compiled schemas are cached by content), resolves the
 // command — the tool's own executable, else Meta.Cmd through /bin/sh -c,
 // else Tool found in PATH, else ErrNoCommand — and, unless Yolo, checks
-// that the host can sandbox (ErrNoSandbox). The tool gets Args on standard
-// input, the base environment (under the sandbox only its allow-listed
-// variables and ToolEnv, see CheckToolEnv) plus OLLIE_SESSION_ID,
-// OLLIE_AGENT, TOOLNODE_NODE and TMPDIR (its scratch directory, created for the call
-// and removed after it), and runs in Cwd or the scratch directory.
+// that the host can sandbox (sandbox.ErrNoSandbox). The tool gets Args on
+// standard input, the base environment (under the sandbox only its
+// allow-listed variables and ToolEnv, see sandbox.CheckToolEnv) plus
+// OLLIE_SESSION_ID, OLLIE_AGENT, TOOLNODE_NODE and TMPDIR (its scratch
+// directory, created for the call and removed after it), and runs in Cwd
+// or the scratch directory, confined by the sandbox (sandbox.Sandbox.Run).
 //
 // Exit 0 gives standard output (for outputFormat json it must be valid
 // JSON, else ErrBadOutput). A non-zero exit gives an *ExitError. Running
@@ -219,10 +204,8 @@ func (r *Runner) Check(inv Invocation) (*Checked, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !r.cfg.Yolo {
-		if err := r.sandboxReady(); err != nil {
-			return nil, err
-		}
+	if err := r.sb.Ready(); err != nil {
+		return nil, err
 	}
 	cwd := ""
 	if inv.Cwd != "" {
@@ -238,60 +221,11 @@ func (r *Runner) Check(inv Invocation) (*Checked, error) {
 
 // Run runs the checked call once; see Runner.Run.
 func (c *Checked) Run(ctx context.Context) ([]byte, error) {
-	r, inv, meta, args, argv, cwd := c.r, c.inv, c.meta, c.args, c.argv, c.cwd
-	var err error
-
-	var sb *sandboxSpec // nil: not sandboxed
-	var pre *prepared   // the call made ready ahead, if one was
-	if !r.cfg.Yolo {
-		sb = &sandboxSpec{view: r.view, readable: r.cfg.Readable, noNet: !meta.Network}
-		// The executable needs a rule of its own only where the view
-		// does not already grant it (inside a protected tree).
-		if !r.view.grants(argv[0]) {
-			sb.ro = append(sb.ro, argv[0])
-		}
-		if cwd != "" {
-			r.grantCwd(sb, cwd, meta.Scope != "read")
-		}
-		pre = r.takePrepared(sb)
-	}
-	// What can wait until the call has answered is done after it, in the
-	// background: removing the scratch directory and the cgroups.
-	var after []func()
-	defer func() { r.afterCall(after) }()
-	scratch := ""
-	if pre != nil {
-		scratch = pre.scratch
-		defer pre.closeRuleset()
-	} else {
-		if err := os.MkdirAll(r.cfg.ScratchDir, 0o700); err != nil {
-			return nil, fmt.Errorf("tool %q: scratch directory: %w", inv.Tool, err)
-		}
-		if scratch, err = os.MkdirTemp(r.cfg.ScratchDir, "call-"); err != nil {
-			return nil, fmt.Errorf("tool %q: scratch directory: %w", inv.Tool, err)
-		}
-		if sb != nil {
-			sb.scratch = scratch
-		}
-	}
-	after = append(after, func() { removeAll(scratch) })
-	if cwd == "" {
-		cwd = scratch
-	}
-	var started func()
-	if sb != nil {
-		// The next calls are made ready after this one has answered
-		// (below), not beside its tool: on a host with few cores that
-		// work takes a core the tool or the caller needs. Only when no
-		// call of this kind is left ready (calls running at once) does
-		// it start now, for the calls already on their way.
-		started = func() { r.refill(sb, true) }
-	}
+	r, inv, meta := c.r, c.inv, c.meta
 	env := append(r.baseEnv[:len(r.baseEnv):len(r.baseEnv)],
 		EnvSession+"="+inv.Session,
 		EnvAgent+"="+inv.Agent,
 		EnvNode+"="+r.cfg.NodeName,
-		"TMPDIR="+scratch,
 	)
 	if r.path != "" {
 		env = append(env, "PATH="+r.path)
@@ -303,57 +237,32 @@ func (c *Checked) Run(ctx context.Context) ([]byte, error) {
 	}
 	runCtx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
 	defer cancel()
-	res, err := runProcess(runCtx, proc{
-		argv:    argv,
-		dir:     cwd,
-		env:     env,
-		stdin:   args,
-		outCap:  r.cfg.OutputCap,
-		sb:      sb,
-		cg:      r.containment(),
-		group:   pre.callGroup(),
-		thread:  pre.callThread(),
-		started: started,
-		after:   func(f func()) { after = append(after, f) },
+	res, err := r.sb.Run(runCtx, sandbox.Call{
+		Argv:      c.argv,
+		Dir:       c.cwd,
+		ReadOnly:  meta.Scope == "read",
+		Network:   meta.Network,
+		Env:       env,
+		Stdin:     c.args,
+		OutputCap: r.cfg.OutputCap,
 	})
-	if sb != nil {
-		// After the cgroups are taken back, so that the call made ready
-		// takes them from the pool rather than making new ones.
-		after = append(after, func() { r.refill(sb, false) })
-	}
 	if err != nil {
-		return nil, fmt.Errorf("tool %q: cannot start %s: %w", inv.Tool, argv[0], err)
+		return nil, fmt.Errorf("tool %q: %w", inv.Tool, err)
 	}
 	switch {
-	case res.overCap:
+	case res.OverCap:
 		return nil, fmt.Errorf("tool %q: %w: it wrote more than %d bytes to standard output, and its process group was killed", inv.Tool, ErrOutputCap, r.cfg.OutputCap)
-	case errors.Is(res.killed, context.DeadlineExceeded):
+	case errors.Is(res.Killed, context.DeadlineExceeded):
 		return nil, fmt.Errorf("tool %q: %w after %s, and its process group was killed", inv.Tool, ErrTimeout, limit.Round(time.Millisecond))
-	case res.killed != nil:
-		return nil, fmt.Errorf("tool %q: call abandoned (%w), and its process group was killed", inv.Tool, res.killed)
-	case res.status != 0:
-		return nil, &ExitError{Tool: inv.Tool, Status: res.status, Signal: res.signal, Stderr: res.stderrTail}
+	case res.Killed != nil:
+		return nil, fmt.Errorf("tool %q: call abandoned (%w), and its process group was killed", inv.Tool, res.Killed)
+	case res.Status != 0:
+		return nil, &ExitError{Tool: inv.Tool, Status: res.Status, Signal: res.Signal, Stderr: res.StderrTail}
 	}
-	if meta.OutputFormat == OutputJSON && !json.Valid(res.stdout) {
-		return nil, fmt.Errorf("tool %q: %w: its outputFormat is json, but it printed %s", inv.Tool, ErrBadOutput, describeOutput(res.stdout))
+	if meta.OutputFormat == OutputJSON && !json.Valid(res.Stdout) {
+		return nil, fmt.Errorf("tool %q: %w: its outputFormat is json, but it printed %s", inv.Tool, ErrBadOutput, describeOutput(res.Stdout))
 	}
-	return res.stdout, nil
-}
-
-// afterCall does the work of a call that could wait until it answered, in
-// order, in the background; Close waits for it.
-func (r *Runner) afterCall(work []func()) {
-	if len(work) == 0 {
-		return
-	}
-	run := func() {
-		for _, f := range work {
-			f()
-		}
-	}
-	if !r.background(run) {
-		run()
-	}
+	return res.Stdout, nil
 }
 
 // command resolves the argv of a call, without the sandbox launcher.
@@ -391,54 +300,13 @@ func lookPathIn(name, path string) string {
 	return ""
 }
 
-// containment finds, at the first call, how this host can hold a call's
-// processes (see detectContainment); nil under Yolo.
-func (r *Runner) containment() *containment {
-	r.containOnce.Do(func() {
-		if !r.cfg.Yolo {
-			r.contain = detectContainment(r.cfg.MaxProcs)
-		}
-	})
-	return r.contain
-}
+// Protections lists what protects the node and other calls from r's
+// tools, one item a phrase; see sandbox.Sandbox.Protections.
+func (r *Runner) Protections() []string { return r.sb.Protections() }
 
 // Close removes what the Runner made on the host (its cgroups). Calls
 // still running are not waited for.
-func (r *Runner) Close() error {
-	r.closePrepared()
-	// The read view and the cwd views hold a descriptor per rule (a
-	// node's hundreds): a process that makes and closes Runners, a test
-	// binary's nodes, would otherwise run out of descriptors.
-	if r.view != nil {
-		r.view.close()
-	}
-	r.treesMu.Lock()
-	for k, v := range r.trees {
-		v.close()
-		delete(r.trees, k)
-	}
-	r.treesMu.Unlock()
-	r.containOnce.Do(func() {}) // none made after Close
-	if r.contain == nil {
-		return nil
-	}
-	return r.contain.close()
-}
-
-// kernelSandbox is SandboxStatus; tests replace it to play a kernel
-// without Landlock.
-var kernelSandbox = SandboxStatus
-
-// sandboxReady reports whether sandboxed calls can run, checking the
-// kernel once.
-func (r *Runner) sandboxReady() error {
-	r.sandboxOnce.Do(func() {
-		if _, err := kernelSandbox(); err != nil {
-			r.sandboxErr = fmt.Errorf("cannot run tools: %w; use -yolo to run them unsandboxed", err)
-		}
-	})
-	return r.sandboxErr
-}
+func (r *Runner) Close() error { return r.sb.Close() }
 
 // describeOutput quotes the start of out for an error message.
 func describeOutput(out []byte) string {
@@ -451,19 +319,4 @@ func describeOutput(out []byte) string {
 		return fmt.Sprintf("%q...", s[:max])
 	}
 	return fmt.Sprintf("%q", s)
-}
-
-// removeAll removes a scratch directory, first making writable any
-// directory the tool made read-only.
-func removeAll(dir string) {
-	if os.RemoveAll(dir) == nil {
-		return
-	}
-	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			_ = os.Chmod(p, 0o700)
-		}
-		return nil
-	})
-	_ = os.RemoveAll(dir)
 }

@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -77,6 +78,30 @@ func CreateCA(dir string, days int) (certFile, keyFile string, err error) {
 	return certFile, keyFile, nil
 }
 
+// ClientRoleURI is the URI name (subject alternative name) that marks the
+// certificate of a client node (toolnode tls cert -client): a node that
+// follows the cluster and runs its calls but is never a server. Its
+// holder still accepts connections (routed calls, 9P over TLS), so the
+// certificate keeps serverAuth; what it may not do is a server's part of
+// the cluster port (Raft, the change stream), which the nodes enforce by
+// this name. The CA's signature covers it, so only the CA's holder can
+// make or remove it.
+const ClientRoleURI = "urn:toolnode:role:client"
+
+// IsClient reports whether c is a client node's certificate: it names
+// ClientRoleURI.
+func IsClient(c *x509.Certificate) bool {
+	if c == nil {
+		return false
+	}
+	for _, u := range c.URIs {
+		if u.String() == ClientRoleURI {
+			return true
+		}
+	}
+	return false
+}
+
 // CertRequest describes a node certificate.
 type CertRequest struct {
 	Node   string   // node name: the subject's common name, and a DNS name
@@ -85,13 +110,14 @@ type CertRequest struct {
 	CA     string // CA certificate file
 	CAKey  string // CA private key file
 	OutDir string
+	Client bool // a client node's certificate: it names ClientRoleURI
 }
 
 // CreateCert writes a node certificate signed by the CA, usable both to
 // accept and to dial (serverAuth and clientAuth), for the cluster port
 // (-tls-cert/-tls-key) and for 9P over TLS (-9p-tls-cert/-9p-tls-key). Its
-// names are the node name, "localhost", 127.0.0.1, ::1 and r.Hosts. It
-// refuses to overwrite existing files.
+// names are the node name, "localhost", 127.0.0.1, ::1 and r.Hosts, and,
+// with r.Client, ClientRoleURI. It refuses to overwrite existing files.
 func CreateCert(r CertRequest) (certFile, keyFile string, err error) {
 	if r.Node == "" {
 		return "", "", errors.New("a node name is required (-node NAME)")
@@ -144,6 +170,14 @@ func CreateCert(r CertRequest) (certFile, keyFile string, err error) {
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		DNSNames:     dns,
 		IPAddresses:  ips,
+	}
+	if r.Client {
+		u, err := url.Parse(ClientRoleURI)
+		if err != nil {
+			return "", "", err
+		}
+		tmpl.URIs = []*url.URL{u}
+		tmpl.Subject.OrganizationalUnit = []string{"client"}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, key.Public(), caKey)
 	if err != nil {

@@ -102,3 +102,44 @@ func TestDeriveCA(t *testing.T) {
 		t.Error("a 5-byte key accepted")
 	}
 }
+
+// A client node's certificate names the client role and still allows
+// both usages (its node accepts routed calls); a node certificate made
+// without -client does not name it.
+func TestCreateClientCert(t *testing.T) {
+	dir := t.TempDir()
+	caFile, caKey, err := CreateCA(dir, 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	load := func(name string, client bool) *x509.Certificate {
+		t.Helper()
+		certFile, keyFile, err := CreateCert(CertRequest{Node: name, Days: 10, CA: caFile, CAKey: caKey, OutDir: dir, Client: client})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pair.Leaf
+	}
+	c, s := load("c1", true), load("s1", false)
+	if !IsClient(c) {
+		t.Errorf("the -client certificate does not name %s: URIs %v", ClientRoleURI, c.URIs)
+	}
+	if IsClient(s) || IsClient(nil) {
+		t.Error("a server certificate (or none) counts as a client's")
+	}
+	ca, _, err := LoadCA(caFile, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+	for _, u := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
+		if _, err := c.Verify(x509.VerifyOptions{Roots: roots, DNSName: "c1", KeyUsages: []x509.ExtKeyUsage{u}}); err != nil {
+			t.Errorf("client certificate, usage %v: %v", u, err)
+		}
+	}
+}

@@ -132,7 +132,7 @@ func attackPing(m dialMode, addr string) error {
 // attackWrite forwards a command creating session name: success is the
 // leader answering with the index it committed.
 func attackWrite(m dialMode, addr, name string) error {
-	cmd, err := raftfsm.Encode(raftfsm.CmdCreateSession, raftfsm.CreateSession{Name: name, Time: time.Now().UnixNano()})
+	cmd, err := raftfsm.Encode(raftfsm.CmdCreateSession, raftfsm.CreateSession{Name: name, Owner: "anon@attacker", Time: time.Now().UnixNano()})
 	if err != nil {
 		return err
 	}
@@ -141,7 +141,9 @@ func attackWrite(m dialMode, addr, name string) error {
 		return err
 	}
 	defer c.Close()
-	if err := frame(c, map[string]any{"cmd": cmd}); err != nil {
+	// As a member would forward it for a token-less caller: the call
+	// role at most (a write with no principal is refused on any port).
+	if err := frame(c, map[string]any{"cmd": cmd, "anon": "anon@attacker", "node": "attacker"}); err != nil {
 		return err
 	}
 	var resp struct {
@@ -164,7 +166,7 @@ func attackCall(m dialMode, addr, session, agent, tool string) (string, error) {
 		return "", err
 	}
 	defer c.Close()
-	req := map[string]any{"session": session, "agent": agent, "tool": tool, "args": json.RawMessage(`{}`), "index": 0}
+	req := map[string]any{"session": session, "agent": agent, "tool": tool, "args": json.RawMessage(`{}`), "index": 0, "from": "attacker"}
 	if err := frame(c, req); err != nil {
 		return "", err
 	}

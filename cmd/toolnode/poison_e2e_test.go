@@ -14,8 +14,13 @@ import (
 
 // fwdMsg and fwdAnswer are the cluster port's 'F' protocol as a follower
 // speaks it: a 4-byte big-endian length, then JSON.
+// fwdMsg is a forwarded write as a member sends it: for a token-less
+// caller, anon@e2e, via a node it names (the leader grants it the call
+// role at most).
 type fwdMsg struct {
-	Cmd []byte `json:"cmd"`
+	Cmd  []byte `json:"cmd"`
+	Anon string `json:"anon"`
+	Node string `json:"node"`
 }
 
 type fwdAnswer struct {
@@ -27,7 +32,7 @@ type fwdAnswer struct {
 
 func forwardRaw(t *testing.T, c net.Conn, cmd []byte) fwdAnswer {
 	t.Helper()
-	b, _ := json.Marshal(fwdMsg{Cmd: cmd})
+	b, _ := json.Marshal(fwdMsg{Cmd: cmd, Anon: "anon@e2e", Node: "forger"})
 	msg := binary.BigEndian.AppendUint32(nil, uint32(len(b)))
 	c.SetDeadline(time.Now().Add(15 * time.Second))
 	if _, err := c.Write(append(msg, b...)); err != nil {
@@ -91,7 +96,7 @@ func Test_E2E_ForgedCommandNeverCommitted(t *testing.T) {
 	p.waitLog(t, 5*time.Second, "refused a command from node at", "unknown command type 99")
 
 	// Control: the same connection commits a valid command.
-	a := forwardRaw(t, c, []byte("\x05"+`{"name":"forwarded","time":1}`))
+	a := forwardRaw(t, c, []byte("\x05"+`{"name":"forwarded","owner":"anon@e2e","time":1}`))
 	if a.Err != "" || a.Index == 0 || a.Name != "forwarded" {
 		t.Fatalf("a valid forwarded command: answer %+v, want it committed", a)
 	}

@@ -13,9 +13,10 @@ import (
 
 // tlsCmd makes certificates, as `consul tls ca create` and `consul tls
 // cert create` do: a CA, then a certificate per node signed by it, usable
-// for -tls-cert/-tls-key/-tls-ca and -9p-tls-cert/-9p-tls-key.
+// for -tls-cert/-tls-key/-tls-ca and -9p-tls-cert/-9p-tls-key; with
+// -client, one whose node is never a server.
 func tlsCmd(args []string) error {
-	const usage = "usage: toolnode tls ca [-dir D] [-days N] | toolnode tls cert -node NAME [-host H,...] [-dir D] [-ca FILE] [-ca-key FILE] [-days N]"
+	const usage = "usage: toolnode tls ca [-dir D] [-days N] | toolnode tls cert -node NAME [-client] [-host H,...] [-dir D] [-ca FILE] [-ca-key FILE] [-days N]"
 	if len(args) == 0 {
 		return errors.New(usage)
 	}
@@ -37,13 +38,14 @@ func tlsCmd(args []string) error {
 		fmt.Printf("==> CA certificate %s\n==> CA key %s (keep it secret; nodes need only the certificate)\n", cert, key)
 		return nil
 	case "cert":
-		fs := newFlagSet("tls cert", "tls cert -node NAME [-host H,...] [-dir D] [-ca FILE] [-ca-key FILE] [-days N]")
+		fs := newFlagSet("tls cert", "tls cert -node NAME [-client] [-host H,...] [-dir D] [-ca FILE] [-ca-key FILE] [-days N]")
 		node := fs.String("node", "", "node name (required): the certificate's name and file name")
 		hosts := fs.String("host", "", "more names the node is reached by: IP addresses or DNS names, comma-separated")
 		dir := fs.String("dir", ".", "directory to write NAME.pem and NAME-key.pem into (and where the CA is by default)")
 		ca := fs.String("ca", "", "CA certificate (default DIR/"+tlsutil.CAFile+")")
 		caKey := fs.String("ca-key", "", "CA key (default DIR/"+tlsutil.CAKeyFile+")")
 		days := fs.Int("days", tlsutil.DefaultCertDays, "days the certificate is valid")
+		client := fs.Bool("client", false, "a client node's certificate: its node follows the cluster, forwards writes and runs routed calls, but is never a server (no Raft, no vote, no change stream served)")
 		if err := parseAll(fs, args[1:]); err != nil {
 			return err
 		}
@@ -58,12 +60,16 @@ func tlsCmd(args []string) error {
 			hs = strings.Split(*hosts, ",")
 		}
 		cert, key, err := tlsutil.CreateCert(tlsutil.CertRequest{
-			Node: *node, Hosts: hs, Days: *days, CA: *ca, CAKey: *caKey, OutDir: *dir,
+			Node: *node, Hosts: hs, Days: *days, CA: *ca, CAKey: *caKey, OutDir: *dir, Client: *client,
 		})
 		if err != nil {
 			return err
 		}
-		fmt.Printf("==> certificate %s\n==> key %s\n", cert, key)
+		role := ""
+		if *client {
+			role = " (a client node's: it is never a server)"
+		}
+		fmt.Printf("==> certificate %s%s\n==> key %s\n", cert, role, key)
 		return nil
 	default:
 		return fmt.Errorf("unknown tls command %q: want ca or cert", args[0])

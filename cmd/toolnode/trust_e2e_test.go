@@ -315,12 +315,13 @@ const probeClusterMeta = `{"description": "Test tool: speak the cluster port.", 
 // (a create-session command) is not applied. The control, -insecure (no
 // secret): the ping is answered and the write applied.
 func Test_E2E_Trust_ToolOnTheClusterPort(t *testing.T) {
-	cmd, err := raftfsm.Encode(raftfsm.CmdCreateSession, raftfsm.CreateSession{Name: "forged", Time: time.Now().UnixNano()})
+	cmd, err := raftfsm.Encode(raftfsm.CmdCreateSession, raftfsm.CreateSession{Name: "forged", Owner: "anon@tool", Time: time.Now().UnixNano()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var fb bytes.Buffer
-	if err := frame(&fb, map[string]any{"cmd": cmd}); err != nil {
+	// As a member forwards a token-less caller's write (the call role).
+	if err := frame(&fb, map[string]any{"cmd": cmd, "anon": "anon@tool", "node": "tool"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, insecure := range []bool{false, true} {
