@@ -976,7 +976,7 @@ func (s *suite) testBad9p(t *testing.T) {
 func (s *suite) testCliRead(t *testing.T) {
 	e, addr := s.e, s.addr
 	t.Parallel()
-	if got := runCLI(t, e, "", "9p", addr, "ls", "/"); got != "a/\ncluster/\nevents\nnode\nsession/\nt/\ntoken/\ntools\n" {
+	if got := runCLI(t, e, "", "9p", addr, "ls", "/"); got != "a/\ncluster/\nevents\nnode\nsession/\nt/\ntoken/\ntools\nv/\n" {
 		t.Errorf("toolnode 9p ls / = %q", got)
 	}
 	if got := runCLI(t, e, "", "9p", addr, "read", "node"); !strings.HasPrefix(got, "name e2e\n") {
@@ -1321,8 +1321,10 @@ func (s *suite) testWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	hasHello := func(s string) bool { return slices.Contains(lines(s), "hello\tSay hello.") }
-	if !pollIdx(t, fsys, time.Second, hasHello) {
-		t.Fatalf("t/idx does not show hello 1s after its .meta was written:\n%s", cat(t, fsys, "t/idx"))
+	// The deadline bounds the wait on a loaded machine; it is no speed
+	// goal (the time taken is logged below).
+	if !pollIdx(t, fsys, 10*time.Second, hasHello) {
+		t.Fatalf("t/idx does not show hello 10s after its .meta was written:\n%s", cat(t, fsys, "t/idx"))
 	}
 	t.Logf("a new tool reached t/idx after %v", time.Since(start).Round(time.Millisecond))
 	if got := cat(t, fsys, "t/hello.meta"); got != valid {
