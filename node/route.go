@@ -31,9 +31,10 @@ import (
 // there too. Closing the connection cancels the call (a Tflush on the
 // caller's fid, or the caller's node stopping).
 
-// Caps of a routed call's messages (the cluster port's codec): the request carries arguments of at
-// most 1 MiB (DESIGN §3) and a few names; the answer, a tool's output up
-// to the runner's cap, base64 in JSON, or an error.
+// Caps of a routed call's messages, in the cluster port's codec: the
+// request carries arguments of at most 1 MiB (DESIGN §3) and a few names;
+// the answer, a tool's output up to the runner's cap, base64 in JSON, or
+// an error.
 const (
 	maxCallRequest  = 2 << 20
 	maxCallResponse = 4*registry.DefaultOutputCap/3 + 1<<20
