@@ -93,7 +93,7 @@ func (n *Node) applyOnce(t raftfsm.CommandType, data []byte, timeout time.Durati
 		return raftfsm.Result{}, err
 	}
 	if resp.Err != "" {
-		return raftfsm.Result{}, &remoteError{msg: resp.Err, kind: errKinds[resp.Kind]}
+		return raftfsm.Result{}, errKinds.Error(resp.Err, resp.Kind)
 	}
 	n.ri.expectNotice(resp.Index)
 	if appliedLater(t) {

@@ -10,12 +10,10 @@ import (
 
 	"github.com/toolnode/toolnode/blobs"
 	"github.com/toolnode/toolnode/blobstore"
+	"github.com/toolnode/toolnode/clusterport"
 	"github.com/toolnode/toolnode/raftfsm"
 	"github.com/toolnode/toolnode/sandbox"
 )
-
-// protoBlob asks a node for an executable by digest (package blobs).
-const protoBlob byte = 'B'
 
 // DefaultBlobGrace is how long a blob no tool refers to is kept.
 const DefaultBlobGrace = blobs.DefaultGrace
@@ -31,7 +29,7 @@ func (n *Node) openBlobs() error {
 		Store: s, State: blobState{n.fsm}, MaxExec: n.cfg.MaxExecSize, Grace: n.cfg.BlobGrace,
 		Sources: n.blobSources,
 		Dial: func(addr string, timeout time.Duration) (net.Conn, error) {
-			return n.dialCluster(addr, protoBlob, timeout)
+			return n.dialer.Dial(addr, clusterport.ProtoBlob, timeout)
 		},
 		Metrics: n.metrics, Logf: n.logger.Printf, Warnf: n.warnf,
 	})

@@ -21,6 +21,7 @@ import (
 
 	"github.com/toolnode/toolnode/blobs"
 	"github.com/toolnode/toolnode/blobstore"
+	"github.com/toolnode/toolnode/clusterport"
 	"github.com/toolnode/toolnode/raftfsm"
 )
 
@@ -324,7 +325,7 @@ func Test_Blobs_MaxExecSize(t *testing.T) {
 // fetchFrom does, and returns the bytes it sends, unchecked.
 func fetchRaw(t *testing.T, n *Node, addr, d string) []byte {
 	t.Helper()
-	c, err := n.dialCluster(addr, protoBlob, 5*time.Second)
+	c, err := n.dialer.Dial(addr, clusterport.ProtoBlob, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

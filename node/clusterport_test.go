@@ -4,138 +4,43 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"io"
 	"log"
 	"net"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/toolnode/toolnode/tlsutil"
+	"github.com/toolnode/toolnode/clusterport"
 )
 
-// Cluster-port tests of the gossip key's TLS and of the port's bounds.
-// Each refusal is paired with a control in which the same client gets
-// through when the protection is off.
+// Cluster-port tests of this node's protocols under the port's bounds
+// (the port's own tests are in package clusterport). Each refusal is
+// paired with a control in which the same client gets through when the
+// protection is off.
 
 func testKey(b byte) []byte { return bytes.Repeat([]byte{b}, 32) }
 
-func mustKeyTLS(t testing.TB, key []byte, name string) *clusterTLS {
+func mustKeyTLS(t testing.TB, key []byte, name string) *clusterport.TLS {
 	t.Helper()
-	ct, err := keyClusterTLS(key, name)
+	ct, err := clusterport.KeyTLS(key, name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return ct
 }
 
-func Test_ClusterPort_KeyTLS(t *testing.T) {
-	server := mustKeyTLS(t, testKey(1), "alpha")
-	addr, results := tlsTestEchoServer(t, server.wrapListener)
-	selfCert, selfKey := tlsTestSelfSigned(t, "intruder")
-
-	t.Run("same key", func(t *testing.T) {
-		c, err := mustKeyTLS(t, testKey(1), "beta").dial(addr, 5*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		if got, err := tlsTestRoundTrip(c, 'P'); err != nil || got != 'P' {
-			t.Fatalf("round trip = %q, %v", got, err)
-		}
-		if r := tlsTestNextResult(t, results); r.err != nil {
-			t.Fatalf("server: %v", r.err)
-		}
-		if v := c.(*tls.Conn).ConnectionState().Version; v != tls.VersionTLS13 {
-			t.Errorf("TLS version %#x, want 1.3", v)
-		}
-	})
-	refused := func(t *testing.T, dial func() (net.Conn, error)) {
-		t.Helper()
-		c, err := dial()
-		if err == nil {
-			_, err = tlsTestRoundTrip(c, 'F')
-			c.Close()
-		}
-		if err == nil {
-			t.Fatal("the client got an answer")
-		}
-		if r := tlsTestNextResult(t, results); r.err == nil {
-			t.Fatalf("the server read protocol byte %q from it", r.b)
-		}
-	}
-	t.Run("another key", func(t *testing.T) {
-		refused(t, func() (net.Conn, error) { return mustKeyTLS(t, testKey(2), "gamma").dial(addr, 5*time.Second) })
-	})
-	t.Run("plain TCP", func(t *testing.T) {
-		refused(t, func() (net.Conn, error) { return net.DialTimeout("tcp", addr, 5*time.Second) })
-	})
-	t.Run("self-signed certificate", func(t *testing.T) {
-		refused(t, func() (net.Conn, error) {
-			return tls.Dial("tcp", addr, tlsTestClientConfig(t, selfCert, selfKey))
-		})
-	})
-	t.Run("control: no key, plain TCP gets through", func(t *testing.T) {
-		plainAddr, plainResults := tlsTestEchoServer(t, (*clusterTLS)(nil).wrapListener)
-		c, err := net.DialTimeout("tcp", plainAddr, 5*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		if got, err := tlsTestRoundTrip(c, 'F'); err != nil || got != 'F' {
-			t.Fatalf("round trip = %q, %v", got, err)
-		}
-		tlsTestNextResult(t, plainResults)
-	})
-	t.Run("derivation is per key and stable", func(t *testing.T) {
-		a, b := mustKeyTLS(t, testKey(1), "x"), mustKeyTLS(t, testKey(1), "y")
-		if !a.server.ClientCAs.Equal(b.server.ClientCAs) {
-			t.Error("one key derived two CAs")
-		}
-		if a.server.ClientCAs.Equal(mustKeyTLS(t, testKey(2), "x").server.ClientCAs) {
-			t.Error("two keys derived one CA")
-		}
-	})
-}
-
-// A peer that announces a large message and trickles it holds memory for
-// what it sent, not for what it announced.
-func Test_ClusterPort_SlowSenderHoldsWhatItSent(t *testing.T) {
-	const declared = maxForward - 1<<10
-	alloc := func(body []byte) uint64 {
-		var hdr [4]byte
-		binary.BigEndian.PutUint32(hdr[:], declared)
-		r := io.MultiReader(bytes.NewReader(hdr[:]), bytes.NewReader(body))
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		var v fwdRequest
-		readMsg(r, &v, maxForward)
-		runtime.ReadMemStats(&after)
-		return after.TotalAlloc - before.TotalAlloc
-	}
-	if got := alloc(make([]byte, 100)); got > 1<<20 {
-		t.Errorf("a %d-byte message cut off after 100 bytes allocated %d bytes", declared, got)
-	}
-	// Control: the measure sees a message that did arrive.
-	body := append([]byte(`{"cmd":"`), bytes.Repeat([]byte("QUFB"), (declared-10)/4)...)
-	body = append(body, make([]byte, declared-len(body))...)
-	if got := alloc(body); got < declared {
-		t.Errorf("a whole %d-byte message allocated only %d bytes: the measure is broken", declared, got)
-	}
-}
-
 // bareNode serves cluster-port connections without Raft behind them:
 // enough for connections that never get a message through.
-func bareNode(t *testing.T, lim portLimits) (*Node, *syncBuf) {
+func bareNode(t *testing.T, lim clusterport.Limits) (*Node, *syncBuf) {
 	t.Helper()
 	buf := &syncBuf{}
 	n := &Node{logger: log.New(buf, "", 0), lim: lim}
+	n.port = n.newPort()
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	t.Cleanup(n.cancel)
 	return n, buf
@@ -175,15 +80,15 @@ func header(size uint32) []byte {
 func closedWithin(c net.Conn, d time.Duration) error {
 	c.SetReadDeadline(time.Now().Add(d))
 	_, err := io.Copy(io.Discard, c)
-	if err != nil && timeoutErr(err) {
+	if err != nil && clusterport.IsTimeout(err) {
 		return errors.New("still open")
 	}
 	return nil
 }
 
 func Test_ClusterPort_StalledMessagesAreClosed(t *testing.T) {
-	short := portLimits{fwdIdle: time.Minute, fwdMsg: 200 * time.Millisecond, callMsg: 200 * time.Millisecond, raftMsg: time.Minute}
-	for _, proto := range []byte{protoForward, protoCall} {
+	short := clusterport.Limits{ForwardIdle: time.Minute, ForwardMsg: 200 * time.Millisecond, CallMsg: 200 * time.Millisecond, RaftMsg: time.Minute}
+	for _, proto := range []byte{clusterport.ProtoForward, clusterport.ProtoCall} {
 		t.Run(string(proto), func(t *testing.T) {
 			n, logs := bareNode(t, short)
 			c := pipeTo(n)
@@ -201,7 +106,7 @@ func Test_ClusterPort_StalledMessagesAreClosed(t *testing.T) {
 
 			// Control: with the deadline long, the same stalled sender is
 			// still connected.
-			n2, _ := bareNode(t, defaultPortLimits)
+			n2, _ := bareNode(t, clusterport.DefaultLimits)
 			c2 := pipeTo(n2)
 			defer c2.Close()
 			c2.SetWriteDeadline(time.Now().Add(2 * time.Second))
@@ -214,20 +119,20 @@ func Test_ClusterPort_StalledMessagesAreClosed(t *testing.T) {
 }
 
 func Test_ClusterPort_OversizeMessagesAreAnswered(t *testing.T) {
-	n, logs := bareNode(t, defaultPortLimits)
+	n, logs := bareNode(t, clusterport.DefaultLimits)
 	for _, tc := range []struct {
 		proto byte
 		limit uint32
 		resp  func(*bufio.Reader) (string, error)
 	}{
-		{protoForward, maxForward, func(r *bufio.Reader) (string, error) {
+		{clusterport.ProtoForward, maxForward, func(r *bufio.Reader) (string, error) {
 			var v fwdResponse
-			err := readMsg(r, &v, maxFwdResponse)
+			err := clusterport.ReadMsg(r, &v, maxFwdResponse)
 			return v.Err, err
 		}},
-		{protoCall, maxCallRequest, func(r *bufio.Reader) (string, error) {
+		{clusterport.ProtoCall, maxCallRequest, func(r *bufio.Reader) (string, error) {
 			var v callResponse
-			err := readMsg(r, &v, maxCallResponse)
+			err := clusterport.ReadMsg(r, &v, maxCallResponse)
 			return v.Err, err
 		}},
 	} {
@@ -274,7 +179,7 @@ func Test_ClusterPort_ConnectionCap(t *testing.T) {
 		}
 		defer c.Close()
 		c.SetDeadline(time.Now().Add(2 * time.Second))
-		if _, err := c.Write([]byte{protoPing}); err != nil {
+		if _, err := c.Write([]byte{clusterport.ProtoPing}); err != nil {
 			return err
 		}
 		var b [1]byte
@@ -288,16 +193,16 @@ func Test_ClusterPort_ConnectionCap(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		c.Write([]byte{protoForward}) // then idle: each holds a slot
+		c.Write([]byte{clusterport.ProtoForward}) // then idle: each holds a slot
 		held = append(held, c)
 	}
 	// The three hold their slots before anything else dials: a ping in
 	// flight beside them could take one, and a held connection be the
 	// one refused.
 	deadline := time.Now().Add(20 * time.Second)
-	for len(n.mux.slots) < 3 {
+	for n.port.Conns() < 3 {
 		if time.Now().After(deadline) {
-			t.Fatalf("the three held connections hold %d slots", len(n.mux.slots))
+			t.Fatalf("the three held connections hold %d slots", n.port.Conns())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -326,72 +231,5 @@ func Test_ClusterPort_ConnectionCap(t *testing.T) {
 			t.Fatalf("with a slot free, a ping still fails: %v", err)
 		}
 		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// Certificates from `toolnode tls ca` / `toolnode tls cert` serve the
-// cluster port's mutual TLS as they are.
-func Test_ClusterPort_TLSUtilCertificates(t *testing.T) {
-	dir := t.TempDir()
-	caFile, caKey, err := tlsutil.CreateCA(dir, 30)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sides []*clusterTLS
-	for _, name := range []string{"a", "b"} {
-		cert, key, err := tlsutil.CreateCert(tlsutil.CertRequest{Node: name, Days: 30, CA: caFile, CAKey: caKey, OutDir: dir})
-		if err != nil {
-			t.Fatal(err)
-		}
-		sides = append(sides, mustLoadClusterTLS(t, cert, key, caFile))
-	}
-	addr, results := tlsTestEchoServer(t, sides[0].wrapListener)
-	c, err := sides[1].dial(addr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if got, err := tlsTestRoundTrip(c, 'R'); err != nil || got != 'R' {
-		t.Fatalf("round trip = %q, %v", got, err)
-	}
-	tlsTestNextResult(t, results)
-}
-
-// Raft's server side: a request that has begun must finish within the
-// deadline; between requests a connection may idle (the control: the same
-// connection with no request started is still open after the deadline).
-func Test_ClusterPort_RaftMessageDeadline(t *testing.T) {
-	a, b := net.Pipe()
-	defer a.Close()
-	rc := &raftConn{Conn: b, timeout: 100 * time.Millisecond}
-	defer rc.Close()
-	read := make(chan error, 1)
-	go func() {
-		buf := make([]byte, 64)
-		for {
-			if _, err := rc.Read(buf); err != nil {
-				read <- err
-				return
-			}
-		}
-	}()
-	// Idle: nothing sent, nothing times out.
-	select {
-	case err := <-read:
-		t.Fatalf("an idle connection failed: %v", err)
-	case <-time.After(300 * time.Millisecond):
-	}
-	// A request begins and stalls.
-	a.SetWriteDeadline(time.Now().Add(time.Second))
-	if _, err := a.Write([]byte{1, 2, 3}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-read:
-		if !timeoutErr(err) {
-			t.Fatalf("a stalled request ended with %v, want the deadline", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("a stalled request was waited on for 5 s")
 	}
 }

@@ -35,10 +35,11 @@
 // them over the cluster port, from the publisher first, checked against
 // the digest; a call waits for a missing one, bounded, and blobs no tool
 // refers to are collected after a grace period (package blobs). The cluster
-// port carries Raft, forwarded writes, routed calls, executables and the
-// leader's reachability check, told apart by their first byte (mux.go), under mutual TLS when configured
-// (tlsconfig.go) or TLS with certificates derived from the gossip key
-// (keytls.go), with deadlines, message caps and a connection cap. A node
+// port (package clusterport: its mux, protocol table, codec, connection
+// pool, limits and TLS) carries Raft, forwarded writes, routed calls,
+// executables, the change stream and the leader's reachability check;
+// port.go registers this node's protocols on it and runs Raft's stream
+// layer over its Raft protocol. A node
 // refuses ports that leave loopback without their credential (ports.go).
 // A node in Raft's configuration is a server: Raft feeds its FSM and its
 // stream.Hub serves the change stream of what the FSM applies (protocol

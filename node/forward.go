@@ -2,33 +2,30 @@ package node
 
 import (
 	"bufio"
-	"bytes"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/toolnode/toolnode/acl"
+	"github.com/toolnode/toolnode/clusterport"
 	"github.com/toolnode/toolnode/fwdauth"
 	"github.com/toolnode/toolnode/raftfsm"
 )
 
 // Writes reach the leader: a follower forwards each command over the
-// cluster port (protocol byte 'F') and, once the leader has committed
+// cluster port (clusterport.ProtoForward) and, once the leader has committed
 // it, either waits until its own FSM has applied the same index, or, for
 // the writes whose readers check (appliedLater: load, unload, creations),
 // answers at once and makes those readers wait; either way the writer
 // reads its own write back from the node it wrote through.
 //
-// The wire format is a sequence of messages, each a 4-byte big-endian
-// length and a JSON body: fwdRequest one way, fwdResponse the other, in
-// turn, on a connection the follower reuses.
+// The wire format is the cluster port's codec (clusterport.WriteMsg,
+// ReadMsg): fwdRequest one way, fwdResponse the other, in turn, on a
+// connection the follower reuses.
 
 // maxForward bounds one forwarded message. Executables are named by
 // digest, never carried (blobs.go), so the largest command is a batch of
@@ -67,7 +64,7 @@ type fwdResponse struct {
 
 // errKinds name the errors that cross the wire, so errors.Is still works
 // on the follower.
-var errKinds = map[string]error{
+var errKinds = clusterport.ErrorKinds{
 	"notfound":  raftfsm.ErrNotFound,
 	"exists":    raftfsm.ErrExists,
 	"notloaded": raftfsm.ErrNotLoaded,
@@ -78,96 +75,7 @@ var errKinds = map[string]error{
 	"denied":    fwdauth.ErrDenied,
 }
 
-func errKind(err error) string {
-	for k, e := range errKinds {
-		if errors.Is(err, e) {
-			return k
-		}
-	}
-	return ""
-}
-
-// remoteError is an error the leader returned, as the follower sees it.
-type remoteError struct {
-	msg  string
-	kind error
-}
-
-func (e *remoteError) Error() string { return e.msg }
-func (e *remoteError) Unwrap() error { return e.kind }
-
-func writeMsg(w io.Writer, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	var hdr [4]byte
-	binary.BigEndian.PutUint32(hdr[:], uint32(len(b)))
-	if _, err := w.Write(append(hdr[:], b...)); err != nil {
-		return err
-	}
-	return nil
-}
-
-// errTooBig is a message over its protocol's cap.
-var errTooBig = errors.New("message too big")
-
-// readMsg reads one message of at most limit bytes. The body is read as it
-// arrives, never allocated at its declared size up front, so a peer that
-// announces a large message and sends it slowly holds only what it has
-// sent.
-func readMsg(r io.Reader, v any, limit uint32) error {
-	_, err := readMsgTimed(r, nil, v, limit, 0, 0)
-	return err
-}
-
-// readMsgTimed is readMsg with deadlines on c (when c is not nil): the
-// header must arrive within idle, then the body within body. It returns the
-// size the header declared.
-func readMsgTimed(r io.Reader, c net.Conn, v any, limit uint32, idle, body time.Duration) (uint32, error) {
-	if c != nil && idle > 0 {
-		c.SetReadDeadline(time.Now().Add(idle))
-	}
-	var hdr [4]byte
-	if k, err := io.ReadFull(r, hdr[:]); err != nil {
-		if k > 0 && timeoutErr(err) {
-			return 0, fmt.Errorf("%w after %d of 4 header bytes: %w", errMidMessage, k, err)
-		}
-		return 0, err
-	}
-	size := binary.BigEndian.Uint32(hdr[:])
-	if size > limit {
-		return size, fmt.Errorf("%w: a message of %d bytes is over this protocol's %d-byte limit", errTooBig, size, limit)
-	}
-	if c != nil && body > 0 {
-		c.SetReadDeadline(time.Now().Add(body))
-	}
-	var buf bytes.Buffer
-	if n, err := buf.ReadFrom(io.LimitReader(r, int64(size))); err != nil {
-		if timeoutErr(err) {
-			return size, fmt.Errorf("%w after %d of %d bytes: %w", errMidMessage, n, size, err)
-		}
-		return size, err
-	} else if n < int64(size) {
-		return size, fmt.Errorf("message cut short after %d of %d bytes: %w", n, size, io.ErrUnexpectedEOF)
-	}
-	if c != nil {
-		c.SetReadDeadline(time.Time{})
-	}
-	return size, json.Unmarshal(buf.Bytes(), v)
-}
-
-// errMidMessage marks a deadline that passed inside a message, not
-// between messages.
-var errMidMessage = errors.New("deadline passed inside a message")
-
-func midMessage(err error) bool { return errors.Is(err, errMidMessage) }
-
-// timeoutErr reports whether err is a deadline passing.
-func timeoutErr(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
-}
+func errKind(err error) string { return errKinds.Kind(err) }
 
 // serveForward applies the commands a follower forwards, one at a time
 // per connection, until the connection closes.
@@ -180,12 +88,12 @@ func (n *Node) serveForward(c net.Conn) {
 	br := bufio.NewReader(c)
 	for {
 		var req fwdRequest
-		if _, err := readMsgTimed(br, c, &req, maxForward, n.lim.fwdIdle, n.lim.fwdMsg); err != nil {
+		if _, err := clusterport.ReadMsgTimed(br, c, &req, maxForward, n.lim.ForwardIdle, n.lim.ForwardMsg); err != nil {
 			n.logForwardEnd(c, err)
 			return
 		}
 		if req.Read {
-			if err := writeMsg(c, n.serveReadIndex(req)); err != nil {
+			if err := clusterport.WriteMsg(c, n.serveReadIndex(req)); err != nil {
 				return
 			}
 			continue
@@ -195,7 +103,7 @@ func (n *Node) serveForward(c net.Conn) {
 			return
 		}
 		resp, tell := n.forwarded(req, c.RemoteAddr().String())
-		err := writeMsg(c, resp)
+		err := clusterport.WriteMsg(c, resp)
 		if tell != 0 {
 			n.tellCommitted(raft.ServerID(req.From), raft.ServerAddress(req.Addr), tell)
 		}
@@ -209,15 +117,15 @@ func (n *Node) serveForward(c net.Conn) {
 // a line, and answers a message over the cap with the reason.
 func (n *Node) logForwardEnd(c net.Conn, err error) {
 	switch {
-	case errors.Is(err, errTooBig):
+	case errors.Is(err, clusterport.ErrTooBig):
 		n.logger.Printf("forwarding: %s: %v; closing", c.RemoteAddr(), err)
-		c.SetWriteDeadline(time.Now().Add(handshakeTimeout))
-		writeMsg(c, fwdResponse{Err: "forwarded write refused: " + err.Error(), Kind: "invalid"})
-	case timeoutErr(err) && !midMessage(err):
-		// A pooled connection left idle for fwdIdle: the follower
+		c.SetWriteDeadline(time.Now().Add(clusterport.HandshakeTimeout))
+		clusterport.WriteMsg(c, fwdResponse{Err: "forwarded write refused: " + err.Error(), Kind: "invalid"})
+	case clusterport.IsTimeout(err) && !clusterport.MidMessage(err):
+		// A pooled connection left idle for ForwardIdle: the follower
 		// dials again when it next writes.
-	case timeoutErr(err):
-		n.logger.Printf("forwarding: %s: closing: no complete message within the deadline (%v idle, %v per message)", c.RemoteAddr(), n.lim.fwdIdle, n.lim.fwdMsg)
+	case clusterport.IsTimeout(err):
+		n.logger.Printf("forwarding: %s: closing: no complete message within the deadline (%v idle, %v per message)", c.RemoteAddr(), n.lim.ForwardIdle, n.lim.ForwardMsg)
 	case !errors.Is(err, io.EOF) && n.ctx.Err() == nil && !errors.Is(err, net.ErrClosed):
 		n.logger.Printf("forwarding: %s: %v", c.RemoteAddr(), err)
 	}
@@ -288,65 +196,9 @@ func (n *Node) authorize(req fwdRequest, from string) (fwdauth.Principal, error)
 	return p, err
 }
 
-// connPool keeps idle cluster-port connections per address: forwarded
-// writes to the leader (Node.fwd) and routed calls (Node.callConns).
-type connPool struct {
-	max    int           // idle connections kept per address
-	maxAge time.Duration // an older idle connection is not reused; 0: no limit
-
-	mu   sync.Mutex
-	idle map[string][]pooledConn
-}
-
-type pooledConn struct {
-	c     net.Conn
-	since time.Time
-}
-
+// fwdIdleMax is how many idle forwarding connections a node keeps per
+// leader address.
 const fwdIdleMax = 64
-
-// get returns an idle connection to addr that is still open, or nil.
-func (p *connPool) get(addr string) net.Conn {
-	for {
-		p.mu.Lock()
-		cs := p.idle[addr]
-		if len(cs) == 0 {
-			p.mu.Unlock()
-			return nil
-		}
-		pc := cs[len(cs)-1]
-		p.idle[addr] = cs[:len(cs)-1]
-		p.mu.Unlock()
-		if (p.maxAge == 0 || time.Since(pc.since) < p.maxAge) && alive(pc.c) {
-			return pc.c
-		}
-		pc.c.Close()
-	}
-}
-
-func (p *connPool) put(addr string, c net.Conn) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.idle == nil {
-		p.idle = map[string][]pooledConn{}
-	}
-	if len(p.idle[addr]) >= p.max {
-		c.Close()
-		return
-	}
-	p.idle[addr] = append(p.idle[addr], pooledConn{c, time.Now()})
-}
-
-func (p *connPool) closeAll() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, cs := range p.idle {
-		for _, pc := range cs {
-			pc.c.Close()
-		}
-	}
-	p.idle = nil
-}
 
 // fwdRequest fills in who the leader's commit notice goes to: this node
 // on a server; on a client, the server whose change stream it follows,
@@ -378,26 +230,26 @@ func (n *Node) forwardAs(addr string, cmd []byte, timeout time.Duration, cl call
 	} else if !n.isServerAddr(addr) {
 		return resp, fmt.Errorf("%w: the leader's address %s is not a server's this node knows; a caller's token goes to servers only", errUnsent, addr)
 	}
-	c := n.fwd.get(addr)
+	c := n.fwd.Get(addr)
 	if c == nil {
 		var err error
-		if c, err = n.dialCluster(addr, protoForward, min(timeout, fwdDialTimeout)); err != nil {
+		if c, err = n.dialer.Dial(addr, clusterport.ProtoForward, min(timeout, fwdDialTimeout)); err != nil {
 			return resp, fmt.Errorf("%w: %v", errUnsent, err)
 		}
 	}
 	c.SetDeadline(time.Now().Add(timeout))
-	if err := writeMsg(c, n.fwdRequest(req)); err != nil {
+	if err := clusterport.WriteMsg(c, n.fwdRequest(req)); err != nil {
 		c.Close()
 		// A pooled connection the leader closed fails here, before the
 		// command was read: safe to retry on a fresh one.
 		return resp, fmt.Errorf("%w: %v", errUnsent, err)
 	}
-	if err := readMsg(c, &resp, maxFwdResponse); err != nil {
+	if err := clusterport.ReadMsg(c, &resp, maxFwdResponse); err != nil {
 		c.Close()
 		return resp, fmt.Errorf("the leader at %s did not answer (%v): %w", addr, err, errAmbiguous)
 	}
 	c.SetDeadline(time.Time{})
-	n.fwd.put(addr, c)
+	n.fwd.Put(addr, c)
 	return resp, nil
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/toolnode/toolnode/blobs"
 	"github.com/toolnode/toolnode/catalog"
 	"github.com/toolnode/toolnode/cluster"
+	"github.com/toolnode/toolnode/clusterport"
 	"github.com/toolnode/toolnode/logx"
 	"github.com/toolnode/toolnode/mcpserve"
 	"github.com/toolnode/toolnode/metrics"
@@ -55,14 +56,15 @@ type Node struct {
 	logs      raft.LogStore             // store.Logs()
 	snaps     *raft.FileSnapshotStore
 	transport raft.Transport
-	mux       *mux          // nil when Config.RaftTransport is given
-	tls       *clusterTLS   // nil: plain TCP
-	lim       portLimits    // the cluster port's deadlines
-	fwd       connPool      // forwarded writes, per leader address
-	callConns connPool      // routed calls, per node address
-	nudge     nudger        // retry.go
-	notices   commitNotices // notice.go
-	ri        readIndex     // readindex.go
+	port      *clusterport.Server // listens unless Config.RaftTransport is given
+	tls       *clusterport.TLS    // nil: plain TCP
+	dialer    clusterport.Dialer
+	lim       clusterport.Limits // the cluster port's deadlines
+	fwd       clusterport.Pool   // forwarded writes, per leader address
+	callConns clusterport.Pool   // routed calls, per node address
+	nudge     nudger             // retry.go
+	notices   commitNotices      // notice.go
+	ri        readIndex          // readindex.go
 	route     router
 	rep       replica // servers and clients (replica.go)
 	procs     procs   // a client's GOMAXPROCS (procs.go)
@@ -125,10 +127,10 @@ func New(cfg Config) (n *Node, err error) {
 		cfg:       cfg,
 		logger:    log.New(logx.Writer(cfg.Logger, slog.LevelInfo), "", 0),
 		reconcile: make(chan struct{}, 1),
-		fwd:       connPool{max: fwdIdleMax},
-		callConns: connPool{max: callIdleMax, maxAge: callReuse},
+		fwd:       clusterport.Pool{Max: fwdIdleMax},
+		callConns: clusterport.Pool{Max: callIdleMax, MaxAge: callReuse},
 		metaKick:  make(chan struct{}, 1),
-		lim:       defaultPortLimits,
+		lim:       clusterport.DefaultLimits,
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.steps = newStartSteps(cfg.Logger)
@@ -174,14 +176,15 @@ func New(cfg Config) (n *Node, err error) {
 	// The tools directory is read while Raft starts.
 	n.watchDirs()
 	ahead := n.scanAhead()
-	if n.tls, err = loadClusterTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSCA); err != nil {
+	if n.tls, err = clusterport.LoadTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSCA); err != nil {
 		return nil, err
 	}
 	if n.tls == nil && len(n.cfg.EncryptKey) > 0 {
-		if n.tls, err = keyClusterTLS(n.cfg.EncryptKey, cfg.Name); err != nil {
+		if n.tls, err = clusterport.KeyTLS(n.cfg.EncryptKey, cfg.Name); err != nil {
 			return nil, err
 		}
 	}
+	n.port, n.dialer = n.newPort(), n.newDialer()
 	if err := n.clientOnlyStart(); err != nil {
 		return nil, err
 	}
@@ -315,15 +318,17 @@ func (n *Node) startClusterPort(hl hclog.Logger) error {
 		ln.Close()
 		return err
 	}
-	n.mux = newMux(n.tls.wrapListener(ln), n.cfg.MaxClusterConns, n.logger.Printf)
+	rl := n.port.Listener(clusterport.ProtoRaft, "raft", func(c net.Conn) net.Conn {
+		return clusterport.RequestDeadline(c, n.lim.RaftMsg)
+	})
 	n.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:                &raftLayer{muxListener: n.mux.raft, advertise: adv, n: n},
+		Stream:                &raftLayer{Listener: rl, advertise: adv, n: n},
 		ServerAddressProvider: gossipAddrs{n},
 		MaxPool:               3,
 		Timeout:               10 * time.Second,
 		Logger:                hl,
 	})
-	n.mux.serve(n.ServeClusterConn)
+	n.port.Listen(ln)
 	return nil
 }
 

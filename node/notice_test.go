@@ -331,7 +331,7 @@ func Test_InMem_RetriedCreateAppliesOnce(t *testing.T) {
 				}}
 			}
 			c.mu.Unlock()
-			f.fwd.closeAll() // the next write dials, through the wrapper
+			f.fwd.CloseAll() // the next write dials, through the wrapper
 
 			for _, tc := range []struct {
 				what   string

@@ -109,7 +109,7 @@ func (n *Node) logPortSecurity() {
 	switch {
 	case n.cfg.RaftTransport != nil:
 	case n.tls != nil:
-		n.logger.Printf("cluster port: %s", n.tls.mode)
+		n.logger.Printf("cluster port: %s", n.tls.Mode())
 	default:
 		n.logger.Printf("cluster port: plain TCP, no credential (loopback only, or -insecure)")
 	}

@@ -11,6 +11,7 @@ import (
 	"9fans.net/go/plan9/client"
 
 	"github.com/toolnode/toolnode/acl"
+	"github.com/toolnode/toolnode/clusterport"
 	"github.com/toolnode/toolnode/fwdauth"
 	"github.com/toolnode/toolnode/p9"
 	"github.com/toolnode/toolnode/raftfsm"
@@ -310,7 +311,7 @@ func Test_Principals_RawMemberForward(t *testing.T) {
 	ct := mustKeyTLS(t, testClusterKey, "intruder")
 	addr := n.cfg.ClusterListener.Addr().String()
 	conn := func(proto byte) *rawConn {
-		c, err := ct.dial(addr, 5*time.Second)
+		c, err := ct.Dial(addr, 5*time.Second)
 		if err != nil {
 			t.Fatalf("dial with the member credential: %v", err)
 		}
@@ -320,7 +321,7 @@ func Test_Principals_RawMemberForward(t *testing.T) {
 		}
 		return &rawConn{t: t, c: c}
 	}
-	fc := conn(protoForward)
+	fc := conn(clusterport.ProtoForward)
 	putAdmin := func(name string) []byte {
 		_, hash, _ := acl.NewSecret()
 		return raftfsm.MustEncode(raftfsm.CmdPutToken, raftfsm.PutToken{Name: name, Role: "admin", Hash: hash, By: "intruder", Time: 1})
@@ -358,7 +359,7 @@ func Test_Principals_RawMemberForward(t *testing.T) {
 
 	// A routed call from the raw member: a built-in (a write) is refused;
 	// a malformed principal is refused.
-	cc := conn(protoCall)
+	cc := conn(clusterport.ProtoCall)
 	args, _ := json.Marshal(map[string]string{"name": "anything"})
 	for _, req := range []callRequest{
 		{Session: "s", Agent: "a", Tool: builtinLoad, Args: args, From: "intruder", Who: "owner"},
@@ -397,10 +398,10 @@ type rawConn struct {
 func (r *rawConn) roundTrip(req, resp any, limit uint32) {
 	r.t.Helper()
 	r.c.SetDeadline(time.Now().Add(10 * time.Second))
-	if err := writeMsg(r.c, req); err != nil {
+	if err := clusterport.WriteMsg(r.c, req); err != nil {
 		r.t.Fatal(err)
 	}
-	if err := readMsg(r.c, resp, limit); err != nil {
+	if err := clusterport.ReadMsg(r.c, resp, limit); err != nil {
 		r.t.Fatalf("no answer: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/toolnode/toolnode/clusterport"
 	"github.com/toolnode/toolnode/raftfsm"
 )
 
@@ -201,23 +202,23 @@ func (n *Node) serveReadIndex(req fwdRequest) fwdResponse {
 // connection and returns its answer; for requests that change nothing.
 func (n *Node) ask(addr string, req fwdRequest, timeout time.Duration) (fwdResponse, error) {
 	var resp fwdResponse
-	c := n.fwd.get(addr)
+	c := n.fwd.Get(addr)
 	if c == nil {
 		var err error
-		if c, err = n.dialCluster(addr, protoForward, timeout); err != nil {
+		if c, err = n.dialer.Dial(addr, clusterport.ProtoForward, timeout); err != nil {
 			return resp, err
 		}
 	}
 	c.SetDeadline(time.Now().Add(timeout))
-	if err := writeMsg(c, req); err != nil {
+	if err := clusterport.WriteMsg(c, req); err != nil {
 		c.Close()
 		return resp, err
 	}
-	if err := readMsg(c, &resp, maxFwdResponse); err != nil {
+	if err := clusterport.ReadMsg(c, &resp, maxFwdResponse); err != nil {
 		c.Close()
 		return resp, fmt.Errorf("the leader at %s did not answer: %v", addr, err)
 	}
 	c.SetDeadline(time.Time{})
-	n.fwd.put(addr, c)
+	n.fwd.Put(addr, c)
 	return resp, nil
 }

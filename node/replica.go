@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/toolnode/toolnode/cluster"
+	"github.com/toolnode/toolnode/clusterport"
 	"github.com/toolnode/toolnode/stream"
 	"github.com/toolnode/toolnode/tlsutil"
 )
@@ -235,7 +236,7 @@ func (n *Node) streamStatus() stream.Status {
 // serveStream answers a client's stream request on the cluster port; a
 // client closes it at once and asks another node.
 func (n *Node) serveStream(c net.Conn) {
-	if !n.rep.isServer.Load() || n.tls.isClientOnly() {
+	if !n.rep.isServer.Load() || n.tls.ClientOnly() {
 		n.logger.Printf("stream: %s asked this node, a client, for the change stream; closing", c.RemoteAddr())
 		c.Close()
 		return
@@ -252,10 +253,10 @@ func (n *Node) serveStream(c net.Conn) {
 // stream, forwards writes and runs routed calls. A node that cannot be
 // one (it would bootstrap, or asks to be a server) refuses to start.
 func (n *Node) clientOnlyStart() error {
-	if !n.tls.isClientOnly() {
+	if !n.tls.ClientOnly() {
 		return nil
 	}
-	cert := n.tls.certFile
+	cert := n.tls.CertFile()
 	if n.cfg.Server {
 		return fmt.Errorf("refusing to start: -server asks this node to be a server, but its certificate %s is a client node's (toolnode tls cert -client); give it a server's certificate, or drop -server", cert)
 	}
@@ -388,7 +389,7 @@ func (n *Node) startFollowing() {
 		Name:    n.cfg.Name,
 		Servers: n.streamServers,
 		Dial: func(ctx context.Context, addr string) (net.Conn, error) {
-			return n.dialCluster(addr, protoStream, streamDialTimeout)
+			return n.dialer.Dial(addr, clusterport.ProtoStream, streamDialTimeout)
 		},
 		Index:       n.fsm.LastIndex,
 		Apply:       n.streamApply,

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolnode/toolnode/clusterport"
 )
 
 // The change stream carries the whole state, so it is served only through
@@ -39,7 +41,7 @@ func Test_Stream_NeedsTheClusterCredential(t *testing.T) {
 		defer c.Close()
 		c.SetDeadline(time.Now().Add(5 * time.Second))
 		var hello [9]byte
-		hello[0] = protoStream
+		hello[0] = clusterport.ProtoStream
 		binary.BigEndian.PutUint64(hello[1:], 0)
 		if _, err := c.Write(hello[:]); err != nil {
 			return 0, err
@@ -51,7 +53,7 @@ func Test_Stream_NeedsTheClusterCredential(t *testing.T) {
 		return hdr[0], nil
 	}
 	t.Run("control: the cluster's key", func(t *testing.T) {
-		c, err := mustKeyTLS(t, testKey(1), "peer").dial(addr, 5*time.Second)
+		c, err := mustKeyTLS(t, testKey(1), "peer").Dial(addr, 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,7 +66,7 @@ func Test_Stream_NeedsTheClusterCredential(t *testing.T) {
 		}
 	})
 	t.Run("another key", func(t *testing.T) {
-		c, err := mustKeyTLS(t, testKey(2), "intruder").dial(addr, 5*time.Second)
+		c, err := mustKeyTLS(t, testKey(2), "intruder").Dial(addr, 5*time.Second)
 		if err == nil {
 			if kind, err := ask(c); err == nil {
 				t.Fatalf("a peer with another key got a %q frame", kind)
@@ -85,11 +87,11 @@ func Test_Stream_NeedsTheClusterCredential(t *testing.T) {
 // A node that is not a server refuses the stream: a client's replica is
 // not a source for others.
 func Test_Stream_ClientRefuses(t *testing.T) {
-	n, buf := bareNode(t, defaultPortLimits)
+	n, buf := bareNode(t, clusterport.DefaultLimits)
 	c := pipeTo(n)
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(5 * time.Second))
-	c.Write([]byte{protoStream, 0, 0, 0, 0, 0, 0, 0, 0})
+	c.Write([]byte{clusterport.ProtoStream, 0, 0, 0, 0, 0, 0, 0, 0})
 	if err := closedWithin(c, 5*time.Second); err != nil {
 		t.Fatalf("a client kept the stream request open: %v", err)
 	}

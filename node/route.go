@@ -14,12 +14,13 @@ import (
 
 	"github.com/toolnode/toolnode/acl"
 	"github.com/toolnode/toolnode/cluster"
+	"github.com/toolnode/toolnode/clusterport"
 	"github.com/toolnode/toolnode/fwdauth"
 	"github.com/toolnode/toolnode/registry"
 )
 
 // A call of a tool this host cannot run goes to an alive node that can
-// (gossip tells which), over the cluster port (protocol byte 'C': calls
+// (gossip tells which), over the cluster port (clusterport.ProtoCall: calls
 // one at a time on a connection, which the caller keeps for the next call
 // to that node, so the cluster port's handshake is paid once, not per
 // call). The result, the error and the exit status come back as
@@ -30,11 +31,10 @@ import (
 // there too. Closing the connection cancels the call (a Tflush on the
 // caller's fid, or the caller's node stopping).
 
-const protoCall byte = 'C'
-
-// Caps of a routed call's messages: the request carries arguments of at
-// most 1 MiB (DESIGN §3) and a few names; the answer, a tool's output up
-// to the runner's cap, base64 in JSON, or an error.
+// Caps of a routed call's messages, in the cluster port's codec: the
+// request carries arguments of at most 1 MiB (DESIGN §3) and a few names;
+// the answer, a tool's output up to the runner's cap, base64 in JSON, or
+// an error.
 const (
 	maxCallRequest  = 2 << 20
 	maxCallResponse = 4*registry.DefaultOutputCap/3 + 1<<20
@@ -149,10 +149,10 @@ func (n *Node) callElsewhere(ctx context.Context, session, agent, tool string, a
 // callOn sends the call to one node and waits for its answer.
 func (n *Node) callOn(ctx context.Context, c cluster.Capable, req callRequest) ([]byte, error) {
 	addr := c.Meta.Cluster
-	conn := n.callConns.get(addr)
+	conn := n.callConns.Get(addr)
 	if conn == nil {
 		var err error
-		if conn, err = n.dialCluster(addr, protoCall, 5*time.Second); err != nil {
+		if conn, err = n.dialer.Dial(addr, clusterport.ProtoCall, 5*time.Second); err != nil {
 			return nil, fmt.Errorf("%w: %s: %v", errUnsent, c.Node, err)
 		}
 	}
@@ -168,12 +168,12 @@ func (n *Node) callOn(ctx context.Context, c cluster.Capable, req callRequest) (
 	}
 	conn.SetDeadline(deadline)
 	stop := context.AfterFunc(ctx, func() { conn.Close() }) // a flush cancels the call there
-	if err := writeMsg(conn, req); err != nil {
+	if err := clusterport.WriteMsg(conn, req); err != nil {
 		stop()
 		return nil, fmt.Errorf("%w: %s: %v", errUnsent, c.Node, err)
 	}
 	var resp callResponse
-	err := readMsg(conn, &resp, maxCallResponse)
+	err := clusterport.ReadMsg(conn, &resp, maxCallResponse)
 	if !stop() || err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("call of %s on %s cancelled: %w", req.Tool, c.Node, ctx.Err())
@@ -183,16 +183,16 @@ func (n *Node) callOn(ctx context.Context, c cluster.Capable, req callRequest) (
 	}
 	conn.SetDeadline(time.Time{})
 	keep = true
-	n.callConns.put(addr, conn)
+	n.callConns.Put(addr, conn)
 	if resp.Err != "" {
 		return nil, errors.New(resp.Err)
 	}
 	return resp.Out, nil
 }
 
-// Routed calls keep their connections in a connPool (forward.go). A
+// Routed calls keep their connections in a clusterport.Pool. A
 // connection idle for longer than callReuse is not reused: the runner
-// closes connections idle for its callIdle deadline, and one it is closing
+// closes connections idle for its CallIdle deadline, and one it is closing
 // must not take a call.
 const (
 	callIdleMax = 16               // idle connections kept per node
@@ -201,7 +201,7 @@ const (
 
 // serveCall runs the routed calls another node sends on one connection,
 // one at a time, until it closes the connection or leaves it idle for
-// callIdle.
+// CallIdle.
 func (n *Node) serveCall(c net.Conn) {
 	defer c.Close()
 	// A node that stops closes the connections it keeps for callers.
@@ -209,21 +209,21 @@ func (n *Node) serveCall(c net.Conn) {
 	defer stop()
 	br := bufio.NewReader(c)
 	for first := true; ; first = false {
-		idle := n.lim.callIdle
+		idle := n.lim.CallIdle
 		if first {
-			idle = handshakeTimeout
+			idle = clusterport.HandshakeTimeout
 		}
 		var req callRequest
-		if _, err := readMsgTimed(br, c, &req, maxCallRequest, idle, n.lim.callMsg); err != nil {
+		if _, err := clusterport.ReadMsgTimed(br, c, &req, maxCallRequest, idle, n.lim.CallMsg); err != nil {
 			switch {
-			case errors.Is(err, errTooBig):
+			case errors.Is(err, clusterport.ErrTooBig):
 				n.logger.Printf("routed call from %s: %v; closing", c.RemoteAddr(), err)
-				c.SetWriteDeadline(time.Now().Add(handshakeTimeout))
-				writeMsg(c, callResponse{Err: "routed call refused: " + err.Error()})
-			case !first && (errors.Is(err, io.EOF) || (timeoutErr(err) && !midMessage(err))):
+				c.SetWriteDeadline(time.Now().Add(clusterport.HandshakeTimeout))
+				clusterport.WriteMsg(c, callResponse{Err: "routed call refused: " + err.Error()})
+			case !first && (errors.Is(err, io.EOF) || (clusterport.IsTimeout(err) && !clusterport.MidMessage(err))):
 				// The caller closed its idle connection, or left it idle.
-			case timeoutErr(err):
-				n.logger.Printf("routed call from %s: closing: no complete request within the deadline (%v)", c.RemoteAddr(), n.lim.callMsg)
+			case clusterport.IsTimeout(err):
+				n.logger.Printf("routed call from %s: closing: no complete request within the deadline (%v)", c.RemoteAddr(), n.lim.CallMsg)
 			case n.ctx.Err() == nil && !errors.Is(err, net.ErrClosed):
 				n.logger.Printf("routed call from %s: %v", c.RemoteAddr(), err)
 			}
@@ -246,7 +246,7 @@ func (n *Node) serveOneCall(c net.Conn, br *bufio.Reader, req callRequest) bool 
 	go func() {
 		var b [1]byte
 		_, err := br.Read(b[:])
-		if err != nil && timeoutErr(err) {
+		if err != nil && clusterport.IsTimeout(err) {
 			gone <- false
 			return
 		}
@@ -267,8 +267,8 @@ func (n *Node) serveOneCall(c net.Conn, br *bufio.Reader, req callRequest) bool 
 		return false
 	}
 	c.SetReadDeadline(time.Time{})
-	c.SetWriteDeadline(time.Now().Add(handshakeTimeout))
-	if err := writeMsg(c, resp); err != nil {
+	c.SetWriteDeadline(time.Now().Add(clusterport.HandshakeTimeout))
+	if err := clusterport.WriteMsg(c, resp); err != nil {
 		if ctx.Err() == nil {
 			n.logger.Printf("routed call from %s: answering: %v", c.RemoteAddr(), err)
 		}

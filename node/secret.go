@@ -1,23 +1,18 @@
 package node
 
 import (
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
+
+	"github.com/toolnode/toolnode/clusterport"
 )
 
-// ClusterSecretFile is the name, in the data directory, of the secret a
-// lone node makes when it is given neither a gossip key nor mTLS: it keys
-// the node's gossip and its cluster port (DESIGN §7 "Cluster port"), so
-// nothing on the host, a tool included, can speak either without it.
-// Landlock does not cover UDP, so unkeyed gossip would let a tool inject
-// members. A node that joins this one is given the same key with
-// -encrypt "$(cat DATA/cluster.key)".
-const ClusterSecretFile = "cluster.key"
+// ClusterSecretFile is the name, in the data directory, of the cluster
+// secret a lone node makes when it is given neither a gossip key nor mTLS
+// (clusterport.SecretFile). Landlock does not cover UDP, so unkeyed gossip
+// would let a tool inject members.
+const ClusterSecretFile = clusterport.SecretFile
 
 // clusterCredential gives a node without a gossip key or mTLS one: the
 // cluster secret of its data directory, made at its first start. A node
@@ -31,18 +26,14 @@ func (n *Node) clusterCredential() error {
 		return nil
 	}
 	path := filepath.Join(c.DataDir, ClusterSecretFile)
-	b, err := os.ReadFile(path)
+	key, err := clusterport.ReadSecret(path)
 	switch {
 	case err == nil:
-		key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(b)))
-		if err != nil || len(key) != 32 {
-			return fmt.Errorf("%s holds no base64 key of 32 bytes; remove it to make a new one, or give -encrypt KEY", path)
-		}
 		c.EncryptKey = key
 		n.logger.Printf("gossip and cluster port: keyed by this node's cluster secret %s (a node that joins needs -encrypt with it)", path)
 		return nil
 	case !errors.Is(err, os.ErrNotExist):
-		return fmt.Errorf("cluster secret: %w", err)
+		return err
 	}
 	if c.Insecure && !n.joins() {
 		n.warnf("WARNING: -insecure: no gossip key and no mTLS, and no cluster secret made: anything on this host, a tool included, can speak to the gossip and cluster ports")
@@ -56,16 +47,8 @@ func (n *Node) clusterCredential() error {
 		return errors.New("refusing to start: a cluster of several nodes needs a credential, and neither -encrypt KEY (toolnode keygen makes one; give every node the same) " +
 			"nor -tls-cert/-tls-key/-tls-ca is given: anything that reaches a member's gossip or cluster port could join the cluster; give one, or start with -insecure")
 	}
-	key := make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
+	if key, err = clusterport.MakeSecret(path); err != nil {
 		return err
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(base64.StdEncoding.EncodeToString(key)+"\n"), 0o600); err != nil {
-		return fmt.Errorf("cluster secret: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("cluster secret: %w", err)
 	}
 	c.EncryptKey = key
 	n.logger.Printf("gossip and cluster port: no -encrypt and no mTLS: made this node's cluster secret %s (mode 0600); a node that joins needs -encrypt with it", path)

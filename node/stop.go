@@ -77,13 +77,13 @@ func (n *Node) Close() error {
 		if n.blobs != nil {
 			n.blobs.Stop()
 		}
-		n.fwd.closeAll()
+		n.fwd.CloseAll()
 		if n.runner != nil {
 			if err := n.runner.Close(); err != nil {
 				n.logger.Printf("removing the cgroups of calls: %v", err)
 			}
 		}
-		n.callConns.closeAll()
+		n.callConns.CloseAll()
 		steps.step("watchers, calls and connections stopped")
 		if r := n.raftNode(); r != nil {
 			if err := r.Shutdown().Error(); err != nil {
@@ -93,8 +93,8 @@ func (n *Node) Close() error {
 		if c, ok := n.transport.(io.Closer); ok && n.cfg.RaftTransport == nil {
 			c.Close()
 		}
-		if n.mux != nil {
-			n.mux.close()
+		if n.port != nil {
+			n.port.Close()
 		}
 		// The log store last: Raft may write to it until Shutdown returns.
 		if n.store != nil {

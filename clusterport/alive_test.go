@@ -1,4 +1,4 @@
-package node
+package clusterport
 
 import (
 	"net"
@@ -9,7 +9,7 @@ import (
 // A pooled connection whose peer closed it is not handed out again; one
 // whose peer holds it open is. The control is the connection before its
 // peer closes it: the same probe finds it open.
-func TestConnPoolDropsClosed(t *testing.T) {
+func TestPoolDropsClosed(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -33,16 +33,16 @@ func TestConnPoolDropsClosed(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no connection accepted within 10s")
 	}
-	p := &connPool{max: 4}
-	p.put("leader", c)
-	if got := p.get("leader"); got != c {
+	p := &Pool{Max: 4}
+	p.Put("leader", c)
+	if got := p.Get("leader"); got != c {
 		t.Fatalf("control: a pooled connection whose peer holds it open was not handed out (got %v)", got)
 	}
-	p.put("leader", c)
+	p.Put("leader", c)
 
 	peer.Close()
 	waitFor(t, "the probe to see the peer's close", 10*time.Second, func() bool { return !alive(c) })
-	if got := p.get("leader"); got != nil {
+	if got := p.Get("leader"); got != nil {
 		t.Fatal("a pooled connection whose peer closed it was handed out")
 	}
 }

@@ -1,4 +1,4 @@
-package node
+package clusterport
 
 import (
 	"context"
@@ -17,8 +17,10 @@ import (
 	"github.com/toolnode/toolnode/tlsutil"
 )
 
-// clusterTLS is the mutual TLS of the cluster port: every node presents a
-// certificate signed by the CA and accepts only peers that do.
+// TLS is the cluster port's TLS, set up here and nowhere else: mutual TLS
+// against a CA from files (LoadTLS), or TLS 1.3 with certificates derived
+// from the gossip key (KeyTLS). Every node presents a certificate signed
+// by the CA and accepts only peers that do. A nil *TLS is plain TCP.
 //
 // Verification policy:
 //
@@ -39,7 +41,7 @@ import (
 //     presented by a dialer must allow client authentication, one presented
 //     by a listener must allow server authentication, and a certificate with
 //     no extended key usage allows both. Every node both accepts and dials
-//     with the same certificate, so loadClusterTLS checks up front that the
+//     with the same certificate, so LoadTLS checks up front that the
 //     node's own certificate allows both (one certificate per node, issued
 //     with serverAuth and clientAuth or with no extended key usage, is what
 //     operators usually make) and that it chains to the CA, so a node that
@@ -49,8 +51,8 @@ import (
 //   - A certificate that names tlsutil.ClientRoleURI (toolnode tls cert
 //     -client) is a client node's: it passes the handshake like any
 //     other, and then the port refuses its holder a server's part (see
-//     peerIsClient and its callers in mux.go and leader.go).
-type clusterTLS struct {
+//     PeerOf, Server.ServeConn and Dialer.Dial).
+type TLS struct {
 	server *tls.Config // for the listener: RequireAndVerifyClientCert against the CA
 	client *tls.Config // for dialers: presents the node cert, verifies the server against the CA
 	mode   string      // how the port is secured, for the log
@@ -61,11 +63,11 @@ type clusterTLS struct {
 	certFile   string // the certificate's file, for messages
 }
 
-// loadClusterTLS reads the node's certificate, its private key and the CA
+// LoadTLS reads the node's certificate, its private key and the CA
 // certificates from PEM files. With all three names empty it returns
 // (nil, nil): the cluster port is plain TCP. Naming some but not all is an
 // error, as is any file that cannot be read or does not hold what it should.
-func loadClusterTLS(certFile, keyFile, caFile string) (*clusterTLS, error) {
+func LoadTLS(certFile, keyFile, caFile string) (*TLS, error) {
 	if certFile == "" && keyFile == "" && caFile == "" {
 		return nil, nil
 	}
@@ -160,7 +162,7 @@ func loadClusterTLS(certFile, keyFile, caFile string) (*clusterTLS, error) {
 		// is kept so the configuration says what it trusts.
 		RootCAs: pool,
 		// Resumed sessions skip the certificates' signatures on every
-		// connection after the first to a peer (see keyClusterTLS).
+		// connection after the first to a peer (see KeyTLS).
 		ClientSessionCache: tls.NewLRUClientSessionCache(256),
 		// InsecureSkipVerify turns off Go's own verification of the
 		// server, which would insist on the dialled host name or IP
@@ -171,10 +173,10 @@ func loadClusterTLS(certFile, keyFile, caFile string) (*clusterTLS, error) {
 		// certificate from the CA fails the handshake.
 		InsecureSkipVerify: true,
 		VerifyConnection: func(cs tls.ConnectionState) error {
-			return verifyClusterPeer(cs.PeerCertificates, pool, x509.ExtKeyUsageServerAuth)
+			return verifyPeer(cs.PeerCertificates, pool, x509.ExtKeyUsageServerAuth)
 		},
 	}
-	ct := &clusterTLS{server: server, client: client, mode: "mutual TLS with the CA in " + caFile,
+	ct := &TLS{server: server, client: client, mode: "mutual TLS with the CA in " + caFile,
 		clientOnly: tlsutil.IsClient(leaf), certFile: certFile}
 	if ct.clientOnly {
 		ct.mode += "; this node's certificate is a client node's (" + tlsutil.ClientRoleURI + ")"
@@ -182,40 +184,41 @@ func loadClusterTLS(certFile, keyFile, caFile string) (*clusterTLS, error) {
 	return ct, nil
 }
 
-// isClientOnly reports whether t is mutual TLS with a client node's
+// ClientOnly reports whether t is mutual TLS with a client node's
 // certificate; false for nil (plain TCP) and for the gossip key's TLS.
-func (t *clusterTLS) isClientOnly() bool { return t != nil && t.clientOnly }
+func (t *TLS) ClientOnly() bool { return t != nil && t.clientOnly }
 
-// peerIsClient reports whether the peer of a cluster-port connection
-// presented a client node's certificate, and names it. The handshake is
-// done (the mux and dial complete it first); a connection without TLS has
-// no certificate and no role.
-func peerIsClient(c net.Conn) (bool, string) {
-	tc := tlsConn(c)
-	if tc == nil {
-		return false, ""
+// CertFile is the file of this node's certificate ("" for the gossip
+// key's TLS and for nil), for messages.
+func (t *TLS) CertFile() string {
+	if t == nil {
+		return ""
 	}
-	certs := tc.ConnectionState().PeerCertificates
-	if len(certs) == 0 || !tlsutil.IsClient(certs[0]) {
-		return false, ""
+	return t.certFile
+}
+
+// Mode says how the port is secured, for the log; "" for nil.
+func (t *TLS) Mode() string {
+	if t == nil {
+		return ""
 	}
-	return true, certs[0].Subject.CommonName
+	return t.mode
 }
 
 // wrapListener returns ln unchanged when t is nil. Otherwise Accept on the
 // returned listener yields *tls.Conn without handshaking: the handshake
-// runs on the connection's first Read or Write, which the mux does in the
-// connection's own goroutine under its read deadline. A peer that connects
+// runs on the connection's first Read or Write, which Server.ServeConn does
+// in the connection's own goroutine under its read deadline. A peer that connects
 // and never completes the handshake therefore holds up only its own
 // goroutine until that deadline, never Accept for the peers behind it.
-func (t *clusterTLS) wrapListener(ln net.Listener) net.Listener {
+func (t *TLS) wrapListener(ln net.Listener) net.Listener {
 	if t == nil {
 		return ln
 	}
 	return tls.NewListener(ln, t.server)
 }
 
-// dial connects to a peer's cluster port over TCP, and over TLS when t is
+// Dial connects to a peer's cluster port over TCP, and over TLS when t is
 // non-nil, completing the handshake before it returns; connecting and
 // handshaking together take at most timeout (no limit when timeout <= 0).
 //
@@ -224,7 +227,7 @@ func (t *clusterTLS) wrapListener(ln net.Listener) net.Listener {
 // this node's certificate shows up as an error on the first Read, not
 // here. A server whose own certificate does not verify is always an error
 // here.
-func (t *clusterTLS) dial(addr string, timeout time.Duration) (net.Conn, error) {
+func (t *TLS) Dial(addr string, timeout time.Duration) (net.Conn, error) {
 	nd := &net.Dialer{Timeout: timeout}
 	if t == nil {
 		return nd.Dial("tcp", addr)
@@ -243,10 +246,10 @@ func (t *clusterTLS) dial(addr string, timeout time.Duration) (net.Conn, error) 
 	return c, nil
 }
 
-// verifyClusterPeer checks that certs (leaf first, then any intermediates the
+// verifyPeer checks that certs (leaf first, then any intermediates the
 // peer sent) chain to a certificate in roots and that the leaf may be used
-// for usage. No host name is checked; see clusterTLS.
-func verifyClusterPeer(certs []*x509.Certificate, roots *x509.CertPool, usage x509.ExtKeyUsage) error {
+// for usage. No host name is checked; see TLS.
+func verifyPeer(certs []*x509.Certificate, roots *x509.CertPool, usage x509.ExtKeyUsage) error {
 	if len(certs) == 0 {
 		return errors.New("peer presented no certificate")
 	}
@@ -268,7 +271,7 @@ func verifyClusterPeer(certs []*x509.Certificate, roots *x509.CertPool, usage x5
 // checkOwnTLSCertificate makes sure the node's certificate would be accepted
 // by its peers, both when this node dials and when it accepts.
 func checkOwnTLSCertificate(leaf *x509.Certificate, inter []*x509.Certificate, roots *x509.CertPool, certFile, caFile string) error {
-	if err := verifyClusterPeer(append([]*x509.Certificate{leaf}, inter...), roots, x509.ExtKeyUsageAny); err != nil {
+	if err := verifyPeer(append([]*x509.Certificate{leaf}, inter...), roots, x509.ExtKeyUsageAny); err != nil {
 		var inv x509.CertificateInvalidError
 		if errors.As(err, &inv) && inv.Reason == x509.Expired {
 			return fmt.Errorf("TLS certificate in %s is expired or not yet valid (valid from %s to %s)",
@@ -290,7 +293,7 @@ func checkOwnTLSCertificate(leaf *x509.Certificate, inter []*x509.Certificate, r
 		{x509.ExtKeyUsageServerAuth, "serverAuth", "accepting connections"},
 		{x509.ExtKeyUsageClientAuth, "clientAuth", "dialling peers"},
 	} {
-		if err := verifyClusterPeer(append([]*x509.Certificate{leaf}, inter...), roots, u.usage); err != nil {
+		if err := verifyPeer(append([]*x509.Certificate{leaf}, inter...), roots, u.usage); err != nil {
 			return fmt.Errorf("TLS certificate in %s cannot be used for %s: its extended key usage lacks %s "+
 				"(every node both accepts and dials with the same certificate, so it needs serverAuth and clientAuth, "+
 				"or no extended key usage at all)", certFile, u.role, u.what)

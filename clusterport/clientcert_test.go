@@ -1,10 +1,13 @@
-package node
+package clusterport
 
 import (
+	"bytes"
 	"errors"
 	"io"
+	"log"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,23 +20,23 @@ import (
 
 // clientCertPKI makes a CA, a server's certificate and a client node's,
 // and loads each as a node's cluster TLS.
-func clientCertPKI(t *testing.T) (server, server2, client *clusterTLS) {
+func clientCertPKI(t *testing.T) (server, server2, client *TLS) {
 	t.Helper()
 	dir := t.TempDir()
 	caFile, caKey, err := tlsutil.CreateCA(dir, 30)
 	if err != nil {
 		t.Fatal(err)
 	}
-	load := func(name string, isClient bool) *clusterTLS {
+	load := func(name string, isClient bool) *TLS {
 		cert, key, err := tlsutil.CreateCert(tlsutil.CertRequest{Node: name, Days: 30, CA: caFile, CAKey: caKey, OutDir: dir, Client: isClient})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return mustLoadClusterTLS(t, cert, key, caFile)
+		return mustLoadTLS(t, cert, key, caFile)
 	}
 	server, server2, client = load("srv", false), load("srv2", false), load("cli", true)
-	if server.isClientOnly() || !client.isClientOnly() {
-		t.Fatalf("clientOnly: server %t, client %t", server.isClientOnly(), client.isClientOnly())
+	if server.ClientOnly() || !client.ClientOnly() {
+		t.Fatalf("clientOnly: server %t, client %t", server.ClientOnly(), client.ClientOnly())
 	}
 	if !strings.Contains(client.mode, tlsutil.ClientRoleURI) {
 		t.Errorf("the client's mode line %q does not name its role", client.mode)
@@ -41,22 +44,22 @@ func clientCertPKI(t *testing.T) (server, server2, client *clusterTLS) {
 	return server, server2, client
 }
 
-// muxNode serves a cluster port over t's TLS with a bare node; the Raft
-// connections it hands on are answered "ok" by the test, in Raft's place.
-func muxNode(t *testing.T, ct *clusterTLS) (addr string, logs *syncBuf) {
+// muxNode serves a cluster port over ct; the Raft connections it hands
+// on are answered "ok" by the test, in Raft's place.
+func muxNode(t *testing.T, ct *TLS) (addr string, logs *syncBuf) {
 	t.Helper()
-	n, buf := bareNode(t, defaultPortLimits)
-	n.tls = ct
+	logs = &syncBuf{}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.mux = newMux(ct.wrapListener(ln), 0, n.logger.Printf)
-	n.mux.serve(n.ServeClusterConn)
-	t.Cleanup(n.mux.close)
+	s := NewServer(Config{TLS: ct, Logf: log.New(logs, "", 0).Printf})
+	raft := s.Listener(ProtoRaft, "raft", nil)
+	s.Listen(ln)
+	t.Cleanup(s.Close)
 	go func() {
 		for {
-			c, err := n.mux.raft.Accept()
+			c, err := raft.Accept()
 			if err != nil {
 				return
 			}
@@ -64,20 +67,58 @@ func muxNode(t *testing.T, ct *clusterTLS) (addr string, logs *syncBuf) {
 			c.Close()
 		}
 	}()
-	return ln.Addr().String(), buf
+	return ln.Addr().String(), logs
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// clientPeers records the addresses a Dialer reports as client nodes'.
+type clientPeers struct {
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (p *clientPeers) note(addr string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.seen == nil {
+		p.seen = map[string]bool{}
+	}
+	p.seen[addr] = true
+}
+
+func (p *clientPeers) known(addr string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.seen[addr]
 }
 
 // raftAnswer dials addr with ct, speaks the Raft protocol byte and
 // reads what comes back: "ok" when the connection reached Raft.
-func raftAnswer(t *testing.T, ct *clusterTLS, addr string) string {
+func raftAnswer(t *testing.T, ct *TLS, addr string) string {
 	t.Helper()
-	c, err := ct.dial(addr, 5*time.Second)
+	c, err := ct.Dial(addr, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := c.Write([]byte{protoRaft}); err != nil {
+	if _, err := c.Write([]byte{ProtoRaft}); err != nil {
 		return err.Error()
 	}
 	b, err := io.ReadAll(c)
@@ -122,23 +163,23 @@ func Test_ClientCert_NodeServesNoRaft(t *testing.T) {
 // A node dialling a peer that presents a client node's certificate does
 // not take it for a server: no Raft, no change stream, no forwarded
 // write (which carries a caller's token) goes to it, and the leader's
-// check before it adds a server says so; a routed call and a ping still
+// check before it adds a server (Ping) says so; a routed call and a ping still
 // go. Control: the same dials to a server's certificate all go.
 func Test_ClientCert_IsNeverDialledAsAServer(t *testing.T) {
 	server, server2, client := clientCertPKI(t)
-	n, _ := bareNode(t, defaultPortLimits)
-	n.tls = server
+	var peers clientPeers
+	d := &Dialer{TLS: server, ClientPeer: peers.note}
 	for _, tc := range []struct {
-		peer   *clusterTLS
+		peer   *TLS
 		client bool
 	}{{client, true}, {server2, false}} {
 		addr, results := tlsTestEchoServer(t, tc.peer.wrapListener)
-		for _, proto := range []byte{protoRaft, protoStream, protoForward, protoCall} {
-			c, err := n.dialCluster(addr, proto, 5*time.Second)
-			refused := tc.client && serverProto(proto)
+		for _, proto := range []byte{ProtoRaft, ProtoStream, ProtoForward, ProtoCall} {
+			c, err := d.Dial(addr, proto, 5*time.Second)
+			refused := tc.client && ServerOnly(proto)
 			switch {
-			case refused && !errors.Is(err, errClientPeer):
-				t.Errorf("dial %q to a client node's certificate: %v, want errClientPeer", proto, err)
+			case refused && !errors.Is(err, ErrClientPeer):
+				t.Errorf("dial %q to a client node's certificate: %v, want ErrClientPeer", proto, err)
 			case !refused && err != nil:
 				t.Errorf("dial %q (peer a client: %t): %v", proto, tc.client, err)
 			}
@@ -147,16 +188,16 @@ func Test_ClientCert_IsNeverDialledAsAServer(t *testing.T) {
 				tlsTestNextResult(t, results)
 			}
 		}
-		err := n.reachable(addr)
+		err := d.Ping(addr, 2*time.Second)
 		tlsTestNextResult(t, results)
-		if tc.client != errors.Is(err, errClientPeer) {
+		if tc.client != errors.Is(err, ErrClientPeer) {
 			t.Errorf("reachable (peer a client: %t): %v", tc.client, err)
 		}
 		if !tc.client && err != nil {
 			t.Errorf("control: reachable: %v", err)
 		}
-		if n.knownClientPeer(addr) != tc.client {
-			t.Errorf("knownClientPeer(%s) = %t, want %t", addr, !tc.client, tc.client)
+		if peers.known(addr) != tc.client {
+			t.Errorf("ClientPeer told of %s: %t, want %t", addr, !tc.client, tc.client)
 		}
 	}
 }
@@ -164,17 +205,16 @@ func Test_ClientCert_IsNeverDialledAsAServer(t *testing.T) {
 // A node with a client node's certificate does not dial Raft at all.
 func Test_ClientCert_NodeDialsNoRaft(t *testing.T) {
 	server, _, client := clientCertPKI(t)
-	n, _ := bareNode(t, defaultPortLimits)
-	n.tls = client
+	d := &Dialer{TLS: client}
 	addr, results := tlsTestEchoServer(t, server.wrapListener)
-	if c, err := n.dialCluster(addr, protoRaft, 5*time.Second); err == nil {
+	if c, err := d.Dial(addr, ProtoRaft, 5*time.Second); err == nil {
 		c.Close()
 		t.Fatal("a client node dialled Raft")
 	}
 	tlsTestNextResult(t, results)
 	// Control: it follows the stream and forwards writes to a server.
-	for _, proto := range []byte{protoStream, protoForward} {
-		c, err := n.dialCluster(addr, proto, 5*time.Second)
+	for _, proto := range []byte{ProtoStream, ProtoForward} {
+		c, err := d.Dial(addr, proto, 5*time.Second)
 		if err != nil {
 			t.Fatalf("dial %q: %v", proto, err)
 		}

@@ -1,4 +1,4 @@
-package node
+package clusterport
 
 import (
 	"crypto/tls"

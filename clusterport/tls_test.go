@@ -1,4 +1,4 @@
-package node
+package clusterport
 
 import (
 	"crypto"
@@ -203,14 +203,14 @@ func tlsTestWrite(t testing.TB, path string, data []byte) {
 	}
 }
 
-func mustLoadClusterTLS(t testing.TB, cert, key, ca string) *clusterTLS {
+func mustLoadTLS(t testing.TB, cert, key, ca string) *TLS {
 	t.Helper()
-	ct, err := loadClusterTLS(cert, key, ca)
+	ct, err := LoadTLS(cert, key, ca)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ct == nil {
-		t.Fatal("loadClusterTLS returned nil for a full configuration")
+		t.Fatal("LoadTLS returned nil for a full configuration")
 	}
 	return ct
 }
@@ -292,12 +292,12 @@ func tlsTestRoundTrip(c net.Conn, b byte) (byte, error) {
 
 func Test_ClusterTLS_NodesFromTheCATalk(t *testing.T) {
 	caFile, certs := writeTestPKI(t, t.TempDir(), "alpha", "beta")
-	a := mustLoadClusterTLS(t, certs["alpha"][0], certs["alpha"][1], caFile)
-	b := mustLoadClusterTLS(t, certs["beta"][0], certs["beta"][1], caFile)
+	a := mustLoadTLS(t, certs["alpha"][0], certs["alpha"][1], caFile)
+	b := mustLoadTLS(t, certs["beta"][0], certs["beta"][1], caFile)
 
 	for _, tc := range []struct {
 		name           string
-		server, client *clusterTLS
+		server, client *TLS
 		serverName     string
 		clientName     string
 	}{
@@ -306,7 +306,7 @@ func Test_ClusterTLS_NodesFromTheCATalk(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			addr, results := tlsTestEchoServer(t, tc.server.wrapListener)
-			c, err := tc.client.dial(addr, 5*time.Second)
+			c, err := tc.client.Dial(addr, 5*time.Second)
 			if err != nil {
 				t.Fatalf("dial: %v", err)
 			}
@@ -326,12 +326,12 @@ func Test_ClusterTLS_NodesFromTheCATalk(t *testing.T) {
 			if got := cs.PeerCertificates[0].Subject.CommonName; got != tc.serverName {
 				t.Fatalf("server presented %q, want %q", got, tc.serverName)
 			}
-			got, err := tlsTestRoundTrip(c, protoRaft)
+			got, err := tlsTestRoundTrip(c, ProtoRaft)
 			if err != nil {
 				t.Fatalf("round trip: %v", err)
 			}
-			if got != protoRaft {
-				t.Fatalf("read back %q, want %q", got, protoRaft)
+			if got != ProtoRaft {
+				t.Fatalf("read back %q, want %q", got, ProtoRaft)
 			}
 			r := tlsTestNextResult(t, results)
 			if r.err != nil {
@@ -356,7 +356,7 @@ func Test_ClusterTLS_HostNameIsNotVerified(t *testing.T) {
 	ca := newTLSTestCA(t, "name-free CA")
 	caFile := filepath.Join(dir, "ca.pem")
 	tlsTestWrite(t, caFile, ca.certPEM)
-	var nodes []*clusterTLS
+	var nodes []*TLS
 	for _, n := range []string{"one", "two"} {
 		certPEM, keyPEM := ca.issue(t, tlsTestCertSpec{
 			name:  n,
@@ -366,12 +366,12 @@ func Test_ClusterTLS_HostNameIsNotVerified(t *testing.T) {
 		cf, kf := filepath.Join(dir, n+".crt"), filepath.Join(dir, n+".key")
 		tlsTestWrite(t, cf, certPEM)
 		tlsTestWrite(t, kf, keyPEM)
-		nodes = append(nodes, mustLoadClusterTLS(t, cf, kf, caFile))
+		nodes = append(nodes, mustLoadTLS(t, cf, kf, caFile))
 	}
 	addr, results := tlsTestEchoServer(t, nodes[0].wrapListener)
 	_, port, _ := net.SplitHostPort(addr)
 	for _, target := range []string{addr, net.JoinHostPort("localhost", port)} {
-		c, err := nodes[1].dial(target, 5*time.Second)
+		c, err := nodes[1].Dial(target, 5*time.Second)
 		if err != nil {
 			t.Fatalf("dial %s: %v", target, err)
 		}
@@ -400,18 +400,18 @@ func Test_ClusterTLS_IntermediateCA(t *testing.T) {
 	cf, kf := filepath.Join(dir, "chained.crt"), filepath.Join(dir, "chained.key")
 	tlsTestWrite(t, cf, append(leafPEM, inter.certPEM...))
 	tlsTestWrite(t, kf, keyPEM)
-	chained := mustLoadClusterTLS(t, cf, kf, caFile)
+	chained := mustLoadTLS(t, cf, kf, caFile)
 
 	// A node signed by the root directly.
 	directPEM, directKey := root.issue(t, tlsTestCertSpec{name: "direct"}) // no EKU: usable both ways
 	df, dk := filepath.Join(dir, "direct.crt"), filepath.Join(dir, "direct.key")
 	tlsTestWrite(t, df, directPEM)
 	tlsTestWrite(t, dk, directKey)
-	direct := mustLoadClusterTLS(t, df, dk, caFile)
+	direct := mustLoadTLS(t, df, dk, caFile)
 
-	for _, pair := range [][2]*clusterTLS{{chained, direct}, {direct, chained}} {
+	for _, pair := range [][2]*TLS{{chained, direct}, {direct, chained}} {
 		addr, results := tlsTestEchoServer(t, pair[0].wrapListener)
-		c, err := pair[1].dial(addr, 5*time.Second)
+		c, err := pair[1].Dial(addr, 5*time.Second)
 		if err != nil {
 			t.Fatalf("dial: %v", err)
 		}
@@ -452,7 +452,7 @@ func Test_ClusterTLS_RefusesClientsWithoutACertificateFromTheCA(t *testing.T) {
 	sf, sk := filepath.Join(dir, "server.crt"), filepath.Join(dir, "server.key")
 	tlsTestWrite(t, sf, serverCert)
 	tlsTestWrite(t, sk, serverKey)
-	server := mustLoadClusterTLS(t, sf, sk, caFile)
+	server := mustLoadTLS(t, sf, sk, caFile)
 
 	foreign := newTLSTestCA(t, "some other CA")
 	foreignCert, foreignKey := foreign.issue(t, tlsTestCertSpec{name: "intruder", usage: both})
@@ -481,7 +481,7 @@ func Test_ClusterTLS_RefusesClientsWithoutACertificateFromTheCA(t *testing.T) {
 				// Under TLS 1.3 the client's handshake ends before the
 				// server has judged its certificate; the refusal arrives
 				// on the first read.
-				got, rerr := tlsTestRoundTrip(c, protoRaft)
+				got, rerr := tlsTestRoundTrip(c, ProtoRaft)
 				c.Close()
 				if rerr == nil {
 					t.Fatalf("refused client read back %q", got)
@@ -501,7 +501,7 @@ func Test_ClusterTLS_RefusesClientsWithoutACertificateFromTheCA(t *testing.T) {
 
 func Test_ClusterTLS_RefusesPlainTCPClients(t *testing.T) {
 	caFile, certs := writeTestPKI(t, t.TempDir(), "server")
-	server := mustLoadClusterTLS(t, certs["server"][0], certs["server"][1], caFile)
+	server := mustLoadTLS(t, certs["server"][0], certs["server"][1], caFile)
 	addr, results := tlsTestEchoServer(t, server.wrapListener)
 
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
@@ -511,7 +511,7 @@ func Test_ClusterTLS_RefusesPlainTCPClients(t *testing.T) {
 	defer c.Close()
 	// What a node without TLS sends: the protocol byte, then its protocol.
 	c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := c.Write([]byte{protoRaft, 0x82, 0xa4, 'T', 'e', 'r', 'm', 0x01}); err != nil {
+	if _, err := c.Write([]byte{ProtoRaft, 0x82, 0xa4, 'T', 'e', 'r', 'm', 0x01}); err != nil {
 		t.Fatal(err)
 	}
 	r := tlsTestNextResult(t, results)
@@ -519,7 +519,7 @@ func Test_ClusterTLS_RefusesPlainTCPClients(t *testing.T) {
 		t.Fatalf("TLS listener read %q from a plain TCP client", r.b)
 	}
 	back, _ := io.ReadAll(c)
-	if len(back) > 0 && back[0] == protoRaft {
+	if len(back) > 0 && back[0] == ProtoRaft {
 		t.Fatalf("plain client got its byte echoed: %q", back)
 	}
 }
@@ -534,7 +534,7 @@ func Test_ClusterTLS_DialerRefusesServersWithoutACertificateFromTheCA(t *testing
 	cf, kf := filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key")
 	tlsTestWrite(t, cf, clientCert)
 	tlsTestWrite(t, kf, clientKey)
-	client := mustLoadClusterTLS(t, cf, kf, caFile)
+	client := mustLoadTLS(t, cf, kf, caFile)
 
 	foreign := newTLSTestCA(t, "some other CA")
 	foreignCert, foreignKey := foreign.issue(t, tlsTestCertSpec{name: "impostor", usage: both})
@@ -568,7 +568,7 @@ func Test_ClusterTLS_DialerRefusesServersWithoutACertificateFromTheCA(t *testing
 				ClientCAs:    pool,
 			}
 			addr, results := tlsTestEchoServer(t, func(ln net.Listener) net.Listener { return tls.NewListener(ln, srv) })
-			c, err := client.dial(addr, 5*time.Second)
+			c, err := client.Dial(addr, 5*time.Second)
 			if err == nil {
 				c.Close()
 				t.Fatal("dial succeeded to a server without a certificate from the CA")
@@ -586,8 +586,8 @@ func Test_ClusterTLS_DialerRefusesServersWithoutACertificateFromTheCA(t *testing
 
 func Test_ClusterTLS_SilentPeerDoesNotBlockAccept(t *testing.T) {
 	caFile, certs := writeTestPKI(t, t.TempDir(), "server", "client")
-	server := mustLoadClusterTLS(t, certs["server"][0], certs["server"][1], caFile)
-	client := mustLoadClusterTLS(t, certs["client"][0], certs["client"][1], caFile)
+	server := mustLoadTLS(t, certs["server"][0], certs["server"][1], caFile)
+	client := mustLoadTLS(t, certs["client"][0], certs["client"][1], caFile)
 
 	raw, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -621,7 +621,7 @@ func Test_ClusterTLS_SilentPeerDoesNotBlockAccept(t *testing.T) {
 	}
 	dch := make(chan dialed, 1)
 	go func() {
-		c, err := client.dial(addr, 5*time.Second)
+		c, err := client.Dial(addr, 5*time.Second)
 		dch <- dialed{c, err}
 	}()
 	gc, err := ln.Accept()
@@ -663,7 +663,7 @@ func Test_ClusterTLS_SilentPeerDoesNotBlockAccept(t *testing.T) {
 
 func Test_ClusterTLS_DialTimesOutOnAServerThatNeverHandshakes(t *testing.T) {
 	caFile, certs := writeTestPKI(t, t.TempDir(), "client")
-	client := mustLoadClusterTLS(t, certs["client"][0], certs["client"][1], caFile)
+	client := mustLoadTLS(t, certs["client"][0], certs["client"][1], caFile)
 	// The kernel completes TCP connections to this listener, but nobody
 	// accepts them, so no TLS handshake ever answers.
 	raw, err := net.Listen("tcp", "127.0.0.1:0")
@@ -672,7 +672,7 @@ func Test_ClusterTLS_DialTimesOutOnAServerThatNeverHandshakes(t *testing.T) {
 	}
 	defer raw.Close()
 	start := time.Now()
-	c, err := client.dial(raw.Addr().String(), 200*time.Millisecond)
+	c, err := client.Dial(raw.Addr().String(), 200*time.Millisecond)
 	if err == nil {
 		c.Close()
 		t.Fatal("dial succeeded without a handshake")
@@ -683,25 +683,25 @@ func Test_ClusterTLS_DialTimesOutOnAServerThatNeverHandshakes(t *testing.T) {
 }
 
 func Test_ClusterTLS_NilIsPlainTCP(t *testing.T) {
-	var none *clusterTLS
+	var none *TLS
 	raw, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer raw.Close()
 	if got := none.wrapListener(raw); got != raw {
-		t.Fatalf("nil clusterTLS wrapped the listener: %T", got)
+		t.Fatalf("nil TLS wrapped the listener: %T", got)
 	}
 	addr, results := tlsTestEchoServer(t, none.wrapListener)
-	c, err := none.dial(addr, 5*time.Second)
+	c, err := none.Dial(addr, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	if _, ok := c.(*tls.Conn); ok {
-		t.Fatal("nil clusterTLS dialled TLS")
+		t.Fatal("nil TLS dialled TLS")
 	}
-	if got, err := tlsTestRoundTrip(c, protoRaft); err != nil || got != protoRaft {
+	if got, err := tlsTestRoundTrip(c, ProtoRaft); err != nil || got != ProtoRaft {
 		t.Fatalf("round trip: %q, %v", got, err)
 	}
 	if r := tlsTestNextResult(t, results); r.err != nil {
@@ -715,7 +715,7 @@ func Test_ClusterTLS_LoadErrors(t *testing.T) {
 	certA, keyA := certs["a"][0], certs["a"][1]
 	keyB := certs["b"][1]
 
-	if ct, err := loadClusterTLS("", "", ""); ct != nil || err != nil {
+	if ct, err := LoadTLS("", "", ""); ct != nil || err != nil {
 		t.Fatalf("no files: got %v, %v; want nil, nil", ct, err)
 	}
 
@@ -775,7 +775,7 @@ func Test_ClusterTLS_LoadErrors(t *testing.T) {
 		{"cert expired", expired, expiredKey, ownCA, []string{expired, "expired"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ct, err := loadClusterTLS(tc.cert, tc.key, tc.ca)
+			ct, err := LoadTLS(tc.cert, tc.key, tc.ca)
 			if err == nil {
 				t.Fatalf("loaded (%v); want an error", ct)
 			}
@@ -793,15 +793,15 @@ func Test_ClusterTLS_LoadErrors(t *testing.T) {
 
 	// Accepted variants: no extended key usage at all, and a SEC 1 key.
 	noEKU, noEKUKey := issue("no-eku", tlsTestCertSpec{})
-	mustLoadClusterTLS(t, noEKU, noEKUKey, ownCA)
+	mustLoadTLS(t, noEKU, noEKUKey, ownCA)
 	sec1, sec1Key := issue("sec1", tlsTestCertSpec{sec1Key: true, usage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}})
-	mustLoadClusterTLS(t, sec1, sec1Key, ownCA)
+	mustLoadTLS(t, sec1, sec1Key, ownCA)
 	// A self-signed certificate may be its own CA (a cluster of one key).
 	selfCert, selfKey := tlsTestSelfSigned(t, "self")
 	sf, sk := filepath.Join(dir, "self.crt"), filepath.Join(dir, "self.key")
 	tlsTestWrite(t, sf, selfCert)
 	tlsTestWrite(t, sk, selfKey)
-	mustLoadClusterTLS(t, sf, sk, sf)
+	mustLoadTLS(t, sf, sk, sf)
 }
 
 func Test_ClusterTLS_WriteTestPKI(t *testing.T) {
@@ -815,8 +815,8 @@ func Test_ClusterTLS_WriteTestPKI(t *testing.T) {
 		t.Fatalf("got %d certificates, want 3", len(certs1))
 	}
 	for name, p := range certs1 {
-		mustLoadClusterTLS(t, p[0], p[1], ca1)
-		if _, err := loadClusterTLS(p[0], p[1], ca2); err == nil {
+		mustLoadTLS(t, p[0], p[1], ca1)
+		if _, err := LoadTLS(p[0], p[1], ca2); err == nil {
 			t.Fatalf("%s's certificate verified against the other call's CA", name)
 		}
 	}
