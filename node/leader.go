@@ -24,7 +24,7 @@ func (n *Node) watchLeadership(notify <-chan bool) {
 		ClientOnly:     n.knownClientPeer,
 		OnLeading:      n.notices.leading.Store,
 		BarrierTimeout: applyTimeout,
-		Leading:        n.setKeepVersions,
+		TermStart:      n.setKeepVersions,
 		Logf:           n.logger.Printf,
 		Warnf:          n.warnf,
 	}).Watch(n.ctx, notify)

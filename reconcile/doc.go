@@ -21,8 +21,9 @@
 // address may be added (a client node's certificate seen lately, its
 // cluster port answering). Leader applies a plan on Raft one
 // configuration entry at a time, stopping at the first failure, and runs
-// the leader loop: for each term, a Barrier, then a round at once, on
-// every trigger and periodically. It logs each change, and once per node
+// the leader loop: for each term, a Barrier and the node's own first
+// step (Config.TermStart), then a round at once, on every trigger and
+// periodically. It logs each change, and once per node
 // and reason why a node is kept out.
 //
 // reconcile knows Raft through the Raft interface (*raft.Raft's public

@@ -78,9 +78,9 @@ type Config struct {
 	OnLeading func(leading bool)
 	// BarrierTimeout bounds a term's first Barrier.
 	BarrierTimeout time.Duration
-	// Leading runs once a term, after its Barrier and before its first
+	// TermStart runs once a term, after its Barrier and before its first
 	// round, with the term's context; may be nil.
-	Leading func(ctx context.Context)
+	TermStart func(ctx context.Context)
 
 	Logf  func(format string, args ...any) // info
 	Warnf func(format string, args ...any) // warnings
@@ -146,15 +146,15 @@ func (r *run) stop() {
 }
 
 // Run is one term's loop, until ctx ends: wait until every earlier entry
-// is applied, run Config.Leading, then reconcile now, on every trigger,
+// is applied, run Config.TermStart, then reconcile now, on every trigger,
 // and periodically (consul's leader loop is the model).
 func (l *Leader) Run(ctx context.Context) {
 	l.cfg.Logf("leading the cluster")
 	if err := l.cfg.Raft.Barrier(l.cfg.BarrierTimeout).Error(); err != nil {
 		l.cfg.Warnf("leader barrier: %v", err)
 	}
-	if l.cfg.Leading != nil {
-		l.cfg.Leading(ctx)
+	if l.cfg.TermStart != nil {
+		l.cfg.TermStart(ctx)
 	}
 	for {
 		next := roundEvery

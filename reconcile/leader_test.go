@@ -248,7 +248,7 @@ func TestReconcileStopsAtFailure(t *testing.T) {
 }
 
 // Watch runs a term's loop while told this node leads: it says so, waits
-// on a Barrier, runs Leading, reconciles, and on a trigger reconciles
+// on a Barrier, runs TermStart, reconciles, and on a trigger reconciles
 // again; it stops when leadership is lost, and tells OnLeading of every
 // change first.
 func TestWatch(t *testing.T) {
@@ -265,7 +265,7 @@ func TestWatch(t *testing.T) {
 		Probe:      func(string) error { return nil },
 		ClientOnly: func(string) bool { return false },
 		OnLeading:  func(b bool) { leadMu.Lock(); told = append(told, b); leadMu.Unlock() },
-		Leading:    func(context.Context) { lg.to("INFO")("term begun") },
+		TermStart:  func(context.Context) { lg.to("INFO")("term begun") },
 		Logf:       lg.to("INFO"), Warnf: lg.to("WARN"),
 		BarrierTimeout: 5 * time.Second,
 	})
