@@ -28,8 +28,8 @@
 // publishes the tools and agent profiles of its
 // own directories (publish.go) and of writes into t/ and a/
 // (publish9p.go); on the leader it keeps Raft's membership in step with
-// gossip (leader.go); it runs a call here when this host can, else on a
-// node that can (route.go). Executables are not in the log: a command
+// gossip (package reconcile); it runs a call here when this host can,
+// else on a node that can (route.go). Executables are not in the log: a command
 // names one by digest and size, the node that publishes it keeps the bytes
 // in its blob store (blobstore, DATA/blobs), and every other node fetches
 // them over the cluster port, from the publisher first, checked against
@@ -49,7 +49,7 @@
 // only when the leader's first Raft request reaches it (lazyraft.go): a
 // client that is never added spends nothing on Raft. The leader keeps
 // -voters voters and -servers servers in all, taking nodes that ask
-// (-server) first (leader.go). With Config.ClientProcs a client runs on
+// (-server) first (reconcile). With Config.ClientProcs a client runs on
 // that many processors, from the start when it joins with no Raft state,
 // and a server on the runtime's default (procs.go). It remembers the
 // gossip addresses of its members in DATA/peers.json, to rejoin them

@@ -69,9 +69,6 @@ type Node struct {
 	rep       replica // servers and clients (replica.go)
 	procs     procs   // a client's GOMAXPROCS (procs.go)
 
-	unreachMu sync.Mutex
-	unreach   map[string]string // node → why the leader keeps it out of Raft
-
 	// clientPeers: cluster addresses whose certificate was a client
 	// node's when last dialled (address → time.Time), leader.go.
 	clientPeers sync.Map

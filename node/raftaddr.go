@@ -20,7 +20,7 @@ import (
 // falls back to the configuration's address for a server gossip does not
 // know alive. A whole cluster restarted on new addresses thus elects a
 // leader as soon as gossip has formed again, and the leader's reconcile
-// then rewrites the configuration's addresses (leader.go). An address
+// then rewrites the configuration's addresses (package reconcile). An address
 // given as a host name (-advertise NAME) is kept as a name, and resolved
 // at each dial.
 //

@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
 
-	"github.com/toolnode/toolnode/cluster"
 	"github.com/toolnode/toolnode/clusterport"
 	"github.com/toolnode/toolnode/stream"
 	"github.com/toolnode/toolnode/tlsutil"
@@ -538,21 +536,4 @@ func (n *Node) clientReady() error {
 		return errors.New("not following any server")
 	}
 	return f.Ready()
-}
-
-// serverCandidates orders the alive members the leader may add to Raft:
-// those that ask to be servers (-server) first, then by name, so the
-// choice is the same whichever node leads.
-func serverCandidates(ms map[string]cluster.Member) []cluster.Member {
-	out := make([]cluster.Member, 0, len(ms))
-	for _, m := range ms {
-		out = append(out, m)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Meta.Want != out[j].Meta.Want {
-			return out[i].Meta.Want
-		}
-		return out[i].Name < out[j].Name
-	})
-	return out
 }
