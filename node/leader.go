@@ -31,7 +31,7 @@ func (n *Node) watchLeadership(notify <-chan bool) {
 }
 
 // probeServer is the leader's check before it gives the node at addr a
-// place in Raft: its cluster port answers (mux.go), and not with a client
+// place in Raft: its cluster port answers (clusterport), and not with a client
 // node's certificate.
 func (n *Node) probeServer(addr string) error {
 	err := n.reachable(addr)
