@@ -51,7 +51,7 @@ func capsOf(t *testing.T, c *Cluster, node string) Caps {
 	return caps
 }
 
-func Test_Caps_MergeVersionsAndTombstones(t *testing.T) {
+func TestCaps_MergeVersionsAndTombstones(t *testing.T) {
 	c := bare("me")
 	alive(c, "x")
 	c.notifyMsg(msg(msgDelta, "x", we("grep", 10, -1, false), we("ffmpeg", 10, 2, false)))
@@ -89,7 +89,7 @@ func Test_Caps_MergeVersionsAndTombstones(t *testing.T) {
 	}
 }
 
-func Test_Caps_SetCapabilitiesDiff(t *testing.T) {
+func TestCaps_SetCapabilitiesDiff(t *testing.T) {
 	c := bare("me")
 	c.SetCapabilities(Caps{"a": -1, "b": 0, "c": 1})
 	if n := c.bq.NumQueued(); n != 1 {
@@ -123,7 +123,7 @@ func Test_Caps_SetCapabilitiesDiff(t *testing.T) {
 
 // An entry about this node that says what is not so (from an earlier run
 // of it) is answered with a newer one.
-func Test_Caps_StaleNewsAboutSelfRefuted(t *testing.T) {
+func TestCaps_StaleNewsAboutSelfRefuted(t *testing.T) {
 	me, other := bare("me"), bare("other")
 	me.SetCapabilities(Caps{"kept": 1})
 	me.bq.Reset()
@@ -150,7 +150,7 @@ func Test_Caps_StaleNewsAboutSelfRefuted(t *testing.T) {
 
 // Gossip without a network: deltas relayed by a node they taught, and
 // push/pull of whole tables.
-func Test_Caps_RelayAndPushPull(t *testing.T) {
+func TestCaps_RelayAndPushPull(t *testing.T) {
 	a, b, c := bare("a"), bare("b"), bare("c")
 	for _, n := range []*Cluster{a, b, c} {
 		alive(n, "a")
@@ -186,7 +186,7 @@ func Test_Caps_RelayAndPushPull(t *testing.T) {
 	}
 }
 
-func Test_Caps_TombstonesExpire(t *testing.T) {
+func TestCaps_TombstonesExpire(t *testing.T) {
 	c := bare("me")
 	c.notifyMsg(msg(msgDelta, "x", we("t", 1, 0, true), we("u", 1, 0, false)))
 	c.notifyMsg(msg(msgDelta, "y", we("t", 1, 0, true)))
@@ -201,7 +201,7 @@ func Test_Caps_TombstonesExpire(t *testing.T) {
 	}
 }
 
-func Test_Caps_Wire(t *testing.T) {
+func TestCaps_Wire(t *testing.T) {
 	var entries []wireEntry
 	want := Caps{}
 	for i := range 10000 {
@@ -238,7 +238,7 @@ func Test_Caps_Wire(t *testing.T) {
 
 // A node that joins, or comes back from the dead, is sent this node's
 // entries directly.
-func Test_Caps_JoinTriggersDirectSend(t *testing.T) {
+func TestCaps_JoinTriggersDirectSend(t *testing.T) {
 	c := bare("me")
 	ed := &eventDelegate{c: c}
 	ed.send(NodeJoin, &memberlist.Node{Name: "x", Addr: net.IPv4(127, 0, 0, 1), Port: 7946})
@@ -378,7 +378,7 @@ func manyTools(n int, variant func(int) int) Caps {
 	return caps
 }
 
-func Test_Caps_PropagationFiveNodes(t *testing.T) {
+func TestCaps_PropagationFiveNodes(t *testing.T) {
 	t.Parallel()
 	cs := startMany(t, 5)
 	src, others := cs[2], append(append([]*Cluster{}, cs[:2]...), cs[3:]...)
@@ -417,7 +417,7 @@ func Test_Caps_PropagationFiveNodes(t *testing.T) {
 	})
 }
 
-func Test_Caps_JoinerLearnsByPushPull(t *testing.T) {
+func TestCaps_JoinerLearnsByPushPull(t *testing.T) {
 	t.Parallel()
 	cs := startMany(t, 2)
 	cs[0].SetCapabilities(Caps{"grep": -1})
@@ -445,7 +445,7 @@ func Test_Caps_JoinerLearnsByPushPull(t *testing.T) {
 	t.Logf("a joining node learned the others' tools, and they its, in %v", time.Since(t0).Round(time.Millisecond))
 }
 
-func Test_Caps_DeadNodeNeverChosen(t *testing.T) {
+func TestCaps_DeadNodeNeverChosen(t *testing.T) {
 	t.Parallel()
 	cs := startMany(t, 3)
 	for _, c := range cs {
@@ -489,7 +489,7 @@ func Test_Caps_DeadNodeNeverChosen(t *testing.T) {
 	}
 }
 
-func Test_Caps_TenThousandTools(t *testing.T) {
+func TestCaps_TenThousandTools(t *testing.T) {
 	t.Parallel()
 	cs := startMany(t, 3)
 	src, others := cs[0], cs[1:]

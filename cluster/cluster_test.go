@@ -40,7 +40,7 @@ func waitForWithin(t testing.TB, what string, d time.Duration, cond func() bool)
 	}
 }
 
-func Test_Cluster_JoinMetaLeave(t *testing.T) {
+func TestCluster_JoinMetaLeave(t *testing.T) {
 	a := start(t, "a", nil)
 	b := start(t, "b", nil)
 	if _, err := b.Join([]string{a.LocalAddr()}); err != nil {
@@ -83,7 +83,7 @@ func Test_Cluster_JoinMetaLeave(t *testing.T) {
 	}
 }
 
-func Test_Cluster_KeyRequired(t *testing.T) {
+func TestCluster_KeyRequired(t *testing.T) {
 	key := make([]byte, 32)
 	a := start(t, "a", key)
 	b := start(t, "b", nil)
@@ -95,7 +95,7 @@ func Test_Cluster_KeyRequired(t *testing.T) {
 	}
 }
 
-func Test_Cluster_MetaTooLarge(t *testing.T) {
+func TestCluster_MetaTooLarge(t *testing.T) {
 	a := start(t, "a", nil)
 	big := make([]byte, 600)
 	for i := range big {
@@ -106,7 +106,7 @@ func Test_Cluster_MetaTooLarge(t *testing.T) {
 	}
 }
 
-func Test_Cluster_DeadMemberListed(t *testing.T) {
+func TestCluster_DeadMemberListed(t *testing.T) {
 	a := start(t, "a", nil)
 	b := start(t, "b", nil)
 	if _, err := b.Join([]string{a.LocalAddr()}); err != nil {
@@ -127,7 +127,7 @@ func Test_Cluster_DeadMemberListed(t *testing.T) {
 // Gossip is sent uncompressed by default, but a member that compresses
 // (an older build, or one with Compress) and one that does not understand
 // each other: joins, meta and capabilities travel both ways.
-func Test_Cluster_CompressedAndPlainMembersMix(t *testing.T) {
+func TestCluster_CompressedAndPlainMembersMix(t *testing.T) {
 	plain := start(t, "plain", nil)
 	packed, err := Start(Config{Name: "packed", BindAddr: "127.0.0.1:0", LogOutput: io.Discard, Compress: true})
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 
 // pickFailed tries only members that failed (not left, not alive, not
 // itself), within the reconnect timeout, and one at a time each.
-func Test_Reconnect_PickFailed(t *testing.T) {
+func TestReconnect_PickFailed(t *testing.T) {
 	c := newCluster("me", Meta{}, log.New(io.Discard, "", 0))
 	c.reconnectFor = time.Hour
 	now := time.Now()

@@ -23,12 +23,12 @@ func count(sink *gometrics.InmemSink, name string) int {
 	return n
 }
 
-// Test_Cluster_Ticks: every member probes every ProbeInterval, a server
+// TestCluster_Ticks: every member probes every ProbeInterval, a server
 // as a client, and gossip ticks every GossipInterval whether or not it
 // has anything to send; a change made after an idle spell spreads.
 // memberlist's timing metrics count its rounds (the test is not
 // parallel: the sink is the process's).
-func Test_Cluster_Ticks(t *testing.T) {
+func TestCluster_Ticks(t *testing.T) {
 	sink := gometrics.NewInmemSink(time.Hour, time.Hour)
 	cfg := gometrics.DefaultConfig("t")
 	cfg.EnableHostname, cfg.EnableRuntimeMetrics = false, false

@@ -128,7 +128,7 @@ func raftAnswer(t *testing.T, ct *TLS, addr string) string {
 	return string(b)
 }
 
-func Test_ClientCert_SendsNoRaft(t *testing.T) {
+func TestClientCert_SendsNoRaft(t *testing.T) {
 	server, server2, client := clientCertPKI(t)
 	addr, logs := muxNode(t, server)
 	if got := raftAnswer(t, client, addr); got == "ok" {
@@ -145,7 +145,7 @@ func Test_ClientCert_SendsNoRaft(t *testing.T) {
 
 // A node whose own certificate is a client node's serves no Raft, even
 // to a server; the control is the same server dialling a server.
-func Test_ClientCert_NodeServesNoRaft(t *testing.T) {
+func TestClientCert_NodeServesNoRaft(t *testing.T) {
 	server, server2, client := clientCertPKI(t)
 	caddr, clogs := muxNode(t, client)
 	if got := raftAnswer(t, server, caddr); got == "ok" {
@@ -165,7 +165,7 @@ func Test_ClientCert_NodeServesNoRaft(t *testing.T) {
 // write (which carries a caller's token) goes to it, and the leader's
 // check before it adds a server (Ping) says so; a routed call and a ping still
 // go. Control: the same dials to a server's certificate all go.
-func Test_ClientCert_IsNeverDialledAsAServer(t *testing.T) {
+func TestClientCert_IsNeverDialledAsAServer(t *testing.T) {
 	server, server2, client := clientCertPKI(t)
 	var peers clientPeers
 	d := &Dialer{TLS: server, ClientPeer: peers.note}
@@ -203,7 +203,7 @@ func Test_ClientCert_IsNeverDialledAsAServer(t *testing.T) {
 }
 
 // A node with a client node's certificate does not dial Raft at all.
-func Test_ClientCert_NodeDialsNoRaft(t *testing.T) {
+func TestClientCert_NodeDialsNoRaft(t *testing.T) {
 	server, _, client := clientCertPKI(t)
 	d := &Dialer{TLS: client}
 	addr, results := tlsTestEchoServer(t, server.wrapListener)

@@ -40,7 +40,7 @@ func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
 	}
 }
 
-func Test_ClusterPort_KeyTLS(t *testing.T) {
+func TestClusterPort_KeyTLS(t *testing.T) {
 	server := mustKeyTLS(t, testKey(1), "alpha")
 	addr, results := tlsTestEchoServer(t, server.wrapListener)
 	selfCert, selfKey := tlsTestSelfSigned(t, "intruder")
@@ -111,7 +111,7 @@ func Test_ClusterPort_KeyTLS(t *testing.T) {
 
 // A peer that announces a large message and trickles it holds memory for
 // what it sent, not for what it announced.
-func Test_ClusterPort_SlowSenderHoldsWhatItSent(t *testing.T) {
+func TestClusterPort_SlowSenderHoldsWhatItSent(t *testing.T) {
 	const limit = 7 << 20
 	const declared = limit - 1<<10
 	alloc := func(body []byte) uint64 {
@@ -138,7 +138,7 @@ func Test_ClusterPort_SlowSenderHoldsWhatItSent(t *testing.T) {
 
 // Certificates from `toolnode tls ca` / `toolnode tls cert` serve the
 // cluster port's mutual TLS as they are.
-func Test_ClusterPort_TLSUtilCertificates(t *testing.T) {
+func TestClusterPort_TLSUtilCertificates(t *testing.T) {
 	dir := t.TempDir()
 	caFile, caKey, err := tlsutil.CreateCA(dir, 30)
 	if err != nil {
@@ -167,7 +167,7 @@ func Test_ClusterPort_TLSUtilCertificates(t *testing.T) {
 // Raft's server side: a request that has begun must finish within the
 // deadline; between requests a connection may idle (the control: the same
 // connection with no request started is still open after the deadline).
-func Test_ClusterPort_RaftMessageDeadline(t *testing.T) {
+func TestClusterPort_RaftMessageDeadline(t *testing.T) {
 	a, b := net.Pipe()
 	defer a.Close()
 	rc := RequestDeadline(b, 100*time.Millisecond)

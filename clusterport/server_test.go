@@ -18,7 +18,7 @@ import (
 // peer its certificate names; a byte nobody registered is closed with a
 // log line naming it (the control: the same dial with a registered byte
 // is answered).
-func Test_ClusterPort_ProtocolTable(t *testing.T) {
+func TestClusterPort_ProtocolTable(t *testing.T) {
 	dir := t.TempDir()
 	caFile, caKey, err := tlsutil.CreateCA(dir, 30)
 	if err != nil {
@@ -81,7 +81,7 @@ func Test_ClusterPort_ProtocolTable(t *testing.T) {
 
 // A lone node's cluster secret: made whole with mode 0600, read back the
 // same; a missing file is os.ErrNotExist, a malformed one a sentence.
-func Test_ClusterPort_Secret(t *testing.T) {
+func TestClusterPort_Secret(t *testing.T) {
 	path := filepath.Join(t.TempDir(), SecretFile)
 	if _, err := ReadSecret(path); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("missing secret: %v, want os.ErrNotExist", err)

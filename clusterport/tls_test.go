@@ -290,7 +290,7 @@ func tlsTestRoundTrip(c net.Conn, b byte) (byte, error) {
 	return got[0], nil
 }
 
-func Test_ClusterTLS_NodesFromTheCATalk(t *testing.T) {
+func TestClusterTLS_NodesFromTheCATalk(t *testing.T) {
 	caFile, certs := writeTestPKI(t, t.TempDir(), "alpha", "beta")
 	a := mustLoadTLS(t, certs["alpha"][0], certs["alpha"][1], caFile)
 	b := mustLoadTLS(t, certs["beta"][0], certs["beta"][1], caFile)
@@ -349,7 +349,7 @@ func Test_ClusterTLS_NodesFromTheCATalk(t *testing.T) {
 	}
 }
 
-func Test_ClusterTLS_HostNameIsNotVerified(t *testing.T) {
+func TestClusterTLS_HostNameIsNotVerified(t *testing.T) {
 	// Nodes are reached by IPs and host names that are not in their
 	// certificates; only the chain counts.
 	dir := t.TempDir()
@@ -385,7 +385,7 @@ func Test_ClusterTLS_HostNameIsNotVerified(t *testing.T) {
 	}
 }
 
-func Test_ClusterTLS_IntermediateCA(t *testing.T) {
+func TestClusterTLS_IntermediateCA(t *testing.T) {
 	// A node certificate issued by an intermediate, with the intermediate
 	// in the certificate file and only the root in the CA file.
 	dir := t.TempDir()
@@ -442,7 +442,7 @@ func tlsTestClientConfig(t testing.TB, certPEM, keyPEM []byte) *tls.Config {
 	return cfg
 }
 
-func Test_ClusterTLS_RefusesClientsWithoutACertificateFromTheCA(t *testing.T) {
+func TestClusterTLS_RefusesClientsWithoutACertificateFromTheCA(t *testing.T) {
 	dir := t.TempDir()
 	ca := newTLSTestCA(t, "cluster CA")
 	caFile := filepath.Join(dir, "ca.pem")
@@ -499,7 +499,7 @@ func Test_ClusterTLS_RefusesClientsWithoutACertificateFromTheCA(t *testing.T) {
 	}
 }
 
-func Test_ClusterTLS_RefusesPlainTCPClients(t *testing.T) {
+func TestClusterTLS_RefusesPlainTCPClients(t *testing.T) {
 	caFile, certs := writeTestPKI(t, t.TempDir(), "server")
 	server := mustLoadTLS(t, certs["server"][0], certs["server"][1], caFile)
 	addr, results := tlsTestEchoServer(t, server.wrapListener)
@@ -524,7 +524,7 @@ func Test_ClusterTLS_RefusesPlainTCPClients(t *testing.T) {
 	}
 }
 
-func Test_ClusterTLS_DialerRefusesServersWithoutACertificateFromTheCA(t *testing.T) {
+func TestClusterTLS_DialerRefusesServersWithoutACertificateFromTheCA(t *testing.T) {
 	dir := t.TempDir()
 	ca := newTLSTestCA(t, "cluster CA")
 	caFile := filepath.Join(dir, "ca.pem")
@@ -584,7 +584,7 @@ func Test_ClusterTLS_DialerRefusesServersWithoutACertificateFromTheCA(t *testing
 	}
 }
 
-func Test_ClusterTLS_SilentPeerDoesNotBlockAccept(t *testing.T) {
+func TestClusterTLS_SilentPeerDoesNotBlockAccept(t *testing.T) {
 	caFile, certs := writeTestPKI(t, t.TempDir(), "server", "client")
 	server := mustLoadTLS(t, certs["server"][0], certs["server"][1], caFile)
 	client := mustLoadTLS(t, certs["client"][0], certs["client"][1], caFile)
@@ -661,7 +661,7 @@ func Test_ClusterTLS_SilentPeerDoesNotBlockAccept(t *testing.T) {
 	}
 }
 
-func Test_ClusterTLS_DialTimesOutOnAServerThatNeverHandshakes(t *testing.T) {
+func TestClusterTLS_DialTimesOutOnAServerThatNeverHandshakes(t *testing.T) {
 	caFile, certs := writeTestPKI(t, t.TempDir(), "client")
 	client := mustLoadTLS(t, certs["client"][0], certs["client"][1], caFile)
 	// The kernel completes TCP connections to this listener, but nobody
@@ -682,7 +682,7 @@ func Test_ClusterTLS_DialTimesOutOnAServerThatNeverHandshakes(t *testing.T) {
 	}
 }
 
-func Test_ClusterTLS_NilIsPlainTCP(t *testing.T) {
+func TestClusterTLS_NilIsPlainTCP(t *testing.T) {
 	var none *TLS
 	raw, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -709,7 +709,7 @@ func Test_ClusterTLS_NilIsPlainTCP(t *testing.T) {
 	}
 }
 
-func Test_ClusterTLS_LoadErrors(t *testing.T) {
+func TestClusterTLS_LoadErrors(t *testing.T) {
 	dir := t.TempDir()
 	caFile, certs := writeTestPKI(t, dir, "a", "b")
 	certA, keyA := certs["a"][0], certs["a"][1]
@@ -804,7 +804,7 @@ func Test_ClusterTLS_LoadErrors(t *testing.T) {
 	mustLoadTLS(t, sf, sk, sf)
 }
 
-func Test_ClusterTLS_WriteTestPKI(t *testing.T) {
+func TestClusterTLS_WriteTestPKI(t *testing.T) {
 	dir := t.TempDir()
 	ca1, certs1 := writeTestPKI(t, dir, "n1", "n2", "n3")
 	ca2, certs2 := writeTestPKI(t, dir, "n1")

@@ -215,7 +215,7 @@ func (h host) matchingCmds(meta map[string]any) map[string]string {
 	return cmds
 }
 
-func Test_Meta_Valid(t *testing.T) {
+func TestMeta_Valid(t *testing.T) {
 	tools := loadTools(t)
 	for _, name := range sortedNames(tools) {
 		tl := tools[name]
@@ -370,7 +370,7 @@ func checkVariant(t *testing.T, i int, v map[string]any) {
 	checkFields(t, v, true)
 }
 
-func Test_Agents_Valid(t *testing.T) {
+func TestAgents_Valid(t *testing.T) {
 	tools := loadTools(t)
 	entries, err := FS.ReadDir("agents")
 	if err != nil {
@@ -433,7 +433,7 @@ func scopes(meta map[string]any) string {
 	return scope
 }
 
-func Test_Extract(t *testing.T) {
+func TestExtract(t *testing.T) {
 	dst := t.TempDir()
 	toolsDir, agentsDir, err := Extract(dst)
 	if err != nil {
@@ -780,7 +780,7 @@ func realPython(p string) string {
 	return p
 }
 
-func Test_Tools_Run(t *testing.T) {
+func TestTools_Run(t *testing.T) {
 	tools := loadTools(t)
 	toolsDir, _, err := Extract(t.TempDir())
 	if err != nil {
@@ -813,9 +813,9 @@ func Test_Tools_Run(t *testing.T) {
 	}
 }
 
-// Test_Tools_RunWithoutJq runs the tools that have an executable as on a
+// TestTools_RunWithoutJq runs the tools that have an executable as on a
 // host without jq: their argument parsing falls back to python3.
-func Test_Tools_RunWithoutJq(t *testing.T) {
+func TestTools_RunWithoutJq(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("python3 is not installed")
 	}
@@ -832,7 +832,7 @@ func Test_Tools_RunWithoutJq(t *testing.T) {
 	for _, name := range sortedNames(tools) {
 		tl := tools[name]
 		if !tl.exe {
-			continue // Test_Tools_Run runs every variant's cmd already
+			continue // TestTools_Run runs every variant's cmd already
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -845,10 +845,10 @@ func Test_Tools_RunWithoutJq(t *testing.T) {
 	}
 }
 
-// Test_JSONQuery_Variants checks which json_query a host gets: jq's where
+// TestJSONQuery_Variants checks which json_query a host gets: jq's where
 // jq is, the python3 path where only python3 is, none where neither is; and
 // runs the python3 cmd directly.
-func Test_JSONQuery_Variants(t *testing.T) {
+func TestJSONQuery_Variants(t *testing.T) {
 	meta := loadTools(t)["json_query"].meta
 	tests := []struct {
 		name     string
@@ -892,9 +892,9 @@ func Test_JSONQuery_Variants(t *testing.T) {
 	})
 }
 
-// Test_Tools_NoHelper checks that a tool run where neither jq nor python3
+// TestTools_NoHelper checks that a tool run where neither jq nor python3
 // exists (its variants hide it there) still fails clearly.
-func Test_Tools_NoHelper(t *testing.T) {
+func TestTools_NoHelper(t *testing.T) {
 	toolsDir, _, err := Extract(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

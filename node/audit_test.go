@@ -35,7 +35,7 @@ func auditEntries(t testing.TB, path string) []auditEntry {
 // A call routed to another node is recorded on both: where it entered,
 // with the connection's principal; where it ran, with that principal
 // carried along and via the node it came from.
-func Test_Audit_RoutedCall(t *testing.T) {
+func TestAudit_RoutedCall(t *testing.T) {
 	root := t.TempDir()
 	withAudit := func(name string) func(*Config) {
 		return func(c *Config) { c.AuditFile = filepath.Join(root, name+".audit") }

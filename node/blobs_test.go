@@ -91,7 +91,7 @@ func callTool(ctx context.Context, t *testing.T, n *Node, session, tool string) 
 // runs them; a node joining later gets them too, and refuses a copy that
 // does not match the digest (here the publisher's, corrupted on its disk)
 // and takes one from another node.
-func Test_Blobs_FetchOverClusterPort(t *testing.T) {
+func TestBlobs_FetchOverClusterPort(t *testing.T) {
 	root := t.TempDir()
 	n1, log1 := startBlobMember(t, "n1", root)
 	n2, _ := startBlobMember(t, "n2", root, n1.gossip.LocalAddr())
@@ -208,7 +208,7 @@ func Test_Blobs_FetchOverClusterPort(t *testing.T) {
 
 // A call whose executable cannot be fetched yet says so and names the
 // node it waits for; once the bytes are back it runs.
-func Test_Blobs_CallWaitsThenSays(t *testing.T) {
+func TestBlobs_CallWaitsThenSays(t *testing.T) {
 	root := t.TempDir()
 	n1, _ := startBlobMember(t, "n1", root)
 	n2, _ := startBlobMember(t, "n2", root, n1.gossip.LocalAddr())
@@ -245,7 +245,7 @@ func Test_Blobs_CallWaitsThenSays(t *testing.T) {
 
 // Blobs no tool or kept version refers to are removed after the grace
 // period; those a tool or a kept version refers to stay.
-func Test_Blobs_Collect(t *testing.T) {
+func TestBlobs_Collect(t *testing.T) {
 	root := t.TempDir()
 	n1, _ := startBlobMember(t, "n1", root)
 	f := mount(t, n1.P9Addr())
@@ -293,7 +293,7 @@ func Test_Blobs_Collect(t *testing.T) {
 
 // An upload past -max-exec-size is refused as it streams, and the
 // leader refuses a command naming a larger size than its own limit.
-func Test_Blobs_MaxExecSize(t *testing.T) {
+func TestBlobs_MaxExecSize(t *testing.T) {
 	root := t.TempDir()
 	cfg := Config{
 		P9Anon:     trustedAnon,

@@ -18,7 +18,7 @@ import (
 // known at the write still fails the write, a read waits for the tool's
 // end, a clunk waits for it (so a write then a clunk runs the tool whole),
 // and the end of the connection kills the tool, sandbox on.
-func Test_Node_CallWriteAnswersBeforeTheRun(t *testing.T) {
+func TestNode_CallWriteAnswersBeforeTheRun(t *testing.T) {
 	root := t.TempDir()
 	data, tools, agents, work := filepath.Join(root, "data"), filepath.Join(root, "tools"), filepath.Join(root, "agents"), filepath.Join(root, "work")
 	for _, d := range []string{tools, agents, work} {

@@ -76,7 +76,7 @@ func leaderOf(nodes ...*Node) *Node {
 	return nil
 }
 
-func Test_Cluster_ThreeNodesForwardingFailover(t *testing.T) {
+func TestCluster_ThreeNodesForwardingFailover(t *testing.T) {
 	root := t.TempDir()
 	n1 := startMember(t, "n1", root)
 	n2 := startMember(t, "n2", root, n1.gossip.LocalAddr())
@@ -128,7 +128,7 @@ func Test_Cluster_ThreeNodesForwardingFailover(t *testing.T) {
 // Every node of the cluster stops (each leaving in turn, as on SIGTERM)
 // and starts again on its data directory: nothing acknowledged is lost,
 // and the nodes form one cluster again without -join.
-func Test_Cluster_WholeClusterRestart(t *testing.T) {
+func TestCluster_WholeClusterRestart(t *testing.T) {
 	root := t.TempDir()
 	gossip := map[string]string{}
 	for i, addr := range testport.Pick(t, 3) { // kept across the restart

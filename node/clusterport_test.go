@@ -86,7 +86,7 @@ func closedWithin(c net.Conn, d time.Duration) error {
 	return nil
 }
 
-func Test_ClusterPort_StalledMessagesAreClosed(t *testing.T) {
+func TestClusterPort_StalledMessagesAreClosed(t *testing.T) {
 	short := clusterport.Limits{ForwardIdle: time.Minute, ForwardMsg: 200 * time.Millisecond, CallMsg: 200 * time.Millisecond, RaftMsg: time.Minute}
 	for _, proto := range []byte{clusterport.ProtoForward, clusterport.ProtoCall} {
 		t.Run(string(proto), func(t *testing.T) {
@@ -118,7 +118,7 @@ func Test_ClusterPort_StalledMessagesAreClosed(t *testing.T) {
 	}
 }
 
-func Test_ClusterPort_OversizeMessagesAreAnswered(t *testing.T) {
+func TestClusterPort_OversizeMessagesAreAnswered(t *testing.T) {
 	n, logs := bareNode(t, clusterport.DefaultLimits)
 	for _, tc := range []struct {
 		proto byte
@@ -157,7 +157,7 @@ func Test_ClusterPort_OversizeMessagesAreAnswered(t *testing.T) {
 	}
 }
 
-func Test_ClusterPort_ConnectionCap(t *testing.T) {
+func TestClusterPort_ConnectionCap(t *testing.T) {
 	root := t.TempDir()
 	logs := &syncBuf{}
 	n, err := New(Config{

@@ -17,7 +17,7 @@ import (
 // resolves; a call token is refused too. The control: the same write
 // with the admin's token is applied, and an admin's token new through
 // the follower (the real path) works.
-func Test_InMem_ForwardedTokenChangeNeedsAdmin(t *testing.T) {
+func TestInMem_ForwardedTokenChangeNeedsAdmin(t *testing.T) {
 	t.Parallel()
 	c := newInmemCluster(t, 0, "n1", "n2")
 	all := c.up()

@@ -113,7 +113,7 @@ func (i p9Info) Mode() fs.FileMode {
 // with a cmd only, with variants (resolved or not on this host), and
 // published through 9P; and for profiles from the agents directory and
 // through 9P.
-func Test_Node_FSTest(t *testing.T) {
+func TestNode_FSTest(t *testing.T) {
 	root := t.TempDir()
 	tools, agents := filepath.Join(root, "tools"), filepath.Join(root, "agents")
 	for _, d := range []string{tools, agents} {

@@ -661,7 +661,7 @@ func others(all []string, not ...string) []string {
 
 // The leader crashes: the other two elect a leader and take writes through
 // either of them; the crashed node restarts on its data and catches up.
-func Test_InMem_LeaderLoss(t *testing.T) {
+func TestInMem_LeaderLoss(t *testing.T) {
 	t.Parallel()
 	c := newInmemCluster(t, 0, "n1", "n2", "n3")
 	all := c.up()
@@ -706,7 +706,7 @@ func Test_InMem_LeaderLoss(t *testing.T) {
 // refuse writes for want of a leader while the majority elects one and goes
 // on; after the partition heals all five converge on the majority's
 // writes, and the refused writes are nowhere.
-func Test_InMem_MinorityPartition(t *testing.T) {
+func TestInMem_MinorityPartition(t *testing.T) {
 	t.Parallel()
 	c := newInmemCluster(t, 0, "n1", "n2", "n3", "n4", "n5")
 	all := c.up()
@@ -796,7 +796,7 @@ func Test_InMem_MinorityPartition(t *testing.T) {
 
 // A voter crashes: when gossip declares it dead the leader promotes the
 // healthy non-voter and demotes the dead voter, keeping three live voters.
-func Test_InMem_VoterReplacement(t *testing.T) {
+func TestInMem_VoterReplacement(t *testing.T) {
 	t.Parallel()
 	c := newInmemCluster(t, 3)
 	c.servers = 4 // a non-voter to promote
@@ -830,7 +830,7 @@ func Test_InMem_VoterReplacement(t *testing.T) {
 
 // Nodes added one by one become voters up to Voters, then non-voters; a
 // voter that leaves is removed and a non-voter promoted in its place.
-func Test_InMem_NonVoterPromotion(t *testing.T) {
+func TestInMem_NonVoterPromotion(t *testing.T) {
 	t.Parallel()
 	c := newInmemCluster(t, 3)
 	c.servers = 5
@@ -877,7 +877,7 @@ func Test_InMem_NonVoterPromotion(t *testing.T) {
 
 // A large state survives a snapshot and a restart, and the snapshot
 // compacts the log.
-func Test_InMem_SnapshotLargeState(t *testing.T) {
+func TestInMem_SnapshotLargeState(t *testing.T) {
 	t.Parallel()
 	const (
 		tools     = 10000

@@ -16,7 +16,7 @@ import (
 // client in its place: the client opens Raft at the leader's first
 // request, becomes a server with the log on disk and keeps every write;
 // a client the leader did not add still has no Raft.
-func Test_Client_OpensRaftOnlyWhenAdded(t *testing.T) {
+func TestClient_OpensRaftOnlyWhenAdded(t *testing.T) {
 	root := t.TempDir()
 	start := func(name string, join ...string) *Node {
 		t.Helper()
@@ -113,7 +113,7 @@ func Test_Client_OpensRaftOnlyWhenAdded(t *testing.T) {
 // A client restarted on its data directory without -join has no Raft
 // state, but it has been in a cluster (it remembers its peers): it joins
 // them again as a client instead of bootstrapping a cluster of its own.
-func Test_Client_RestartedWithoutJoinDoesNotBootstrap(t *testing.T) {
+func TestClient_RestartedWithoutJoinDoesNotBootstrap(t *testing.T) {
 	root := t.TempDir()
 	g2 := testport.One(t) // n2's gossip, the same after the restart
 	start := func(name, gossip string, join ...string) *Node {

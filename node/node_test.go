@@ -144,7 +144,7 @@ func writeTool(t testing.TB, dir, name, meta, script string) {
 	}
 }
 
-func Test_Node_PublishWatchCallRestart(t *testing.T) {
+func TestNode_PublishWatchCallRestart(t *testing.T) {
 	root := t.TempDir()
 	data, tools, agents := filepath.Join(root, "data"), filepath.Join(root, "tools"), filepath.Join(root, "agents")
 	os.MkdirAll(tools, 0o755)
@@ -221,7 +221,7 @@ func Test_Node_PublishWatchCallRestart(t *testing.T) {
 
 // A binary installed after start makes a hidden tool visible at the next
 // periodic re-resolve, without any change to its metadata.
-func Test_Node_PeriodicReresolve(t *testing.T) {
+func TestNode_PeriodicReresolve(t *testing.T) {
 	root := t.TempDir()
 	tools := filepath.Join(root, "tools")
 	os.MkdirAll(tools, 0o755)
@@ -262,7 +262,7 @@ func Test_Node_PeriodicReresolve(t *testing.T) {
 }
 
 // State survives a restart from a snapshot plus the log after it.
-func Test_Node_RestartFromSnapshot(t *testing.T) {
+func TestNode_RestartFromSnapshot(t *testing.T) {
 	root := t.TempDir()
 	data, tools := filepath.Join(root, "data"), filepath.Join(root, "tools")
 	os.MkdirAll(tools, 0o755)
@@ -300,7 +300,7 @@ func Test_Node_RestartFromSnapshot(t *testing.T) {
 
 // A -join that nothing answers does not stop the node: it serves alone,
 // tries again, and joins once a member answers at the address.
-func Test_Node_JoinRetried(t *testing.T) {
+func TestNode_JoinRetried(t *testing.T) {
 	dead := listen(t)
 	addr := dead.Addr().String()
 	dead.Close() // nothing answers there yet
@@ -333,7 +333,7 @@ func Test_Node_JoinRetried(t *testing.T) {
 // tools directory with that state: it publishes only what changed while
 // it was down (here one tool of 1,100), in a catalog complete when New
 // returns, and proposes nothing for the rest.
-func Test_Node_RestartPublishesOnlyChanges(t *testing.T) {
+func TestNode_RestartPublishesOnlyChanges(t *testing.T) {
 	root := t.TempDir()
 	data, tools := filepath.Join(root, "data"), filepath.Join(root, "tools")
 	os.MkdirAll(tools, 0o755)

@@ -89,7 +89,7 @@ func heldBack(t *testing.T, l, f *Node, name string) string {
 // (read-your-writes): the leader sent it a commit notice, which also
 // brings the control's write. Another follower's agent read is current at
 // once: the ReadIndex gets it a notice too.
-func Test_InMem_CommitNotice(t *testing.T) {
+func TestInMem_CommitNotice(t *testing.T) {
 	t.Parallel()
 	c := newInmemClusterWith(t, 0, func(cfg *Config) { cfg.CommitTimeout = time.Hour }, "n1", "n2", "n3")
 	all := c.up()
@@ -146,9 +146,9 @@ func Test_InMem_CommitNotice(t *testing.T) {
 // stream, has it as soon as its server does. A server the leader cannot
 // reach holds up neither the writes nor the others' notices. The
 // control: without the broadcast a follower stores the entry and does
-// not apply it (Test_InMem_CommitNotice's control, here on the same
+// not apply it (TestInMem_CommitNotice's control, here on the same
 // shape of cluster).
-func Test_InMem_CommitBroadcast(t *testing.T) {
+func TestInMem_CommitBroadcast(t *testing.T) {
 	t.Parallel()
 	for _, broadcast := range []bool{true, false} {
 		c := newInmemCluster(t, 3)
@@ -197,7 +197,7 @@ func Test_InMem_CommitBroadcast(t *testing.T) {
 
 		// One server cut off from the leader: the others are still told.
 		// Not the one n5 follows: n5 would be told only once it moved
-		// (Test_InMem_ClientLeavesServerCutOffFromLeader).
+		// (TestInMem_ClientLeavesServerCutOffFromLeader).
 		st, _ := client.followerState()
 		cut := others(all, l.Name(), "n5", strings.TrimPrefix(st.Server, "raft-"))[0]
 		c.cutRaft(l.Name(), cut)
@@ -217,7 +217,7 @@ func Test_InMem_CommitBroadcast(t *testing.T) {
 // AppendEntries: one whose entry's term does not match the follower's log
 // is refused and applies nothing (the protection); the control, the same
 // notice with the right term, is taken.
-func Test_InMem_CommitNoticeChecked(t *testing.T) {
+func TestInMem_CommitNoticeChecked(t *testing.T) {
 	t.Parallel()
 	c := newInmemClusterWith(t, 0, func(cfg *Config) { cfg.CommitTimeout = time.Hour }, "n1", "n2", "n3")
 	all := c.up()
@@ -297,7 +297,7 @@ func (c *cutAnswer) Read(p []byte) (int, error) {
 // name it answers. The control, the same create proposed once without a
 // request id (proposeBare): it fails as one that may or may not have been
 // applied, and it was.
-func Test_InMem_RetriedCreateAppliesOnce(t *testing.T) {
+func TestInMem_RetriedCreateAppliesOnce(t *testing.T) {
 	t.Parallel()
 	for _, ids := range []bool{true, false} {
 		name := "with request ids"
@@ -388,7 +388,7 @@ func Test_InMem_RetriedCreateAppliesOnce(t *testing.T) {
 // leader's replication to the follower cut, the follower answers the
 // create without having applied it, and its walk then says it is
 // catching up, never that the agent does not exist.
-func Test_InMem_CreateThroughFollowerReadsBack(t *testing.T) {
+func TestInMem_CreateThroughFollowerReadsBack(t *testing.T) {
 	t.Parallel()
 	c := newInmemClusterWith(t, 0, func(cfg *Config) { cfg.CommitTimeout = time.Hour }, "n1", "n2", "n3")
 	all := c.up()

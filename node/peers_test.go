@@ -12,7 +12,7 @@ import (
 // With real nodes: a node remembers its first peer at once, and a member
 // that joins soon after (within the window the first write opened) once it
 // stops.
-func Test_Node_PeersSavedCoalescedAndAtStop(t *testing.T) {
+func TestNode_PeersSavedCoalescedAndAtStop(t *testing.T) {
 	root := t.TempDir()
 	peersOf := func(n *Node) []string {
 		b, err := os.ReadFile(n.peersFile())

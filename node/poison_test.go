@@ -17,7 +17,7 @@ import (
 // which shows that such a command sent to the leader is never appended:
 // here it is appended (straight through raft.Apply), and it is the
 // apply-side skip that keeps the nodes up.
-func Test_InMem_PoisonedEntrySkipped(t *testing.T) {
+func TestInMem_PoisonedEntrySkipped(t *testing.T) {
 	t.Parallel()
 	c := newInmemCluster(t, 0, "n1", "n2", "n3")
 	all := c.up()
@@ -65,7 +65,7 @@ func Test_InMem_PoisonedEntrySkipped(t *testing.T) {
 
 // The leader refuses an invalid command, proposed on it or forwarded to
 // it, and appends nothing.
-func Test_InMem_InvalidCommandRefused(t *testing.T) {
+func TestInMem_InvalidCommandRefused(t *testing.T) {
 	t.Parallel()
 	c := newInmemCluster(t, 0, "n1", "n2")
 	all := c.up()

@@ -8,7 +8,7 @@ import (
 	"github.com/toolnode/toolnode/internal/testport"
 )
 
-func Test_Ports_LoopbackHost(t *testing.T) {
+func TestPorts_LoopbackHost(t *testing.T) {
 	for host, want := range map[string]bool{
 		"127.0.0.1": true, "127.3.2.1": true, "::1": true, "[::1]": true, "localhost": true, "LOCALHOST": true,
 		"0.0.0.0": false, "::": false, "": false, "10.0.0.1": false, "192.0.2.1": false, "node1": false,
@@ -30,7 +30,7 @@ func Test_Ports_LoopbackHost(t *testing.T) {
 // Each open port without its credential is refused, naming the flag to
 // add; the same configuration with the credential, or with Insecure (the
 // control: the check is what refuses), starts.
-func Test_Ports_RefusalsNameTheirFlag(t *testing.T) {
+func TestPorts_RefusalsNameTheirFlag(t *testing.T) {
 	key := make([]byte, 32)
 	loop := Config{
 		Name: "n", DataDir: t.TempDir(),
@@ -96,7 +96,7 @@ func Test_Ports_RefusalsNameTheirFlag(t *testing.T) {
 }
 
 // New refuses before it binds anything: the port stays free.
-func Test_Ports_NewRefusesBeforeListening(t *testing.T) {
+func TestPorts_NewRefusesBeforeListening(t *testing.T) {
 	addr := testport.One(t)
 	_, err := New(Config{Name: "n", DataDir: t.TempDir(), P9Addr: addr, GossipAddr: "0.0.0.0:0", ClusterAddr: "127.0.0.1:0", LogOutput: testWriter{t}})
 	if err == nil || !strings.Contains(err.Error(), "-gossip") {

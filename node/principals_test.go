@@ -80,7 +80,7 @@ func waitAudit(t *testing.T, path, what string, match func(auditEntry) bool) aud
 	return got
 }
 
-func Test_Principals_ForwardedWritesAuthorized(t *testing.T) {
+func TestPrincipals_ForwardedWritesAuthorized(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
 	c := newInmemClusterWith(t, 0, func(cfg *Config) {
@@ -239,7 +239,7 @@ func Test_Principals_ForwardedWritesAuthorized(t *testing.T) {
 // call role at most on the leader, whatever -9p-anon says on the node it
 // attached to. The control: the same anonymous writes on the leader's
 // own 9P, where its -9p-anon admin holds, succeed.
-func Test_Principals_AnonForwardedAtMostCall(t *testing.T) {
+func TestPrincipals_AnonForwardedAtMostCall(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
 	c := newInmemClusterWith(t, 0, func(cfg *Config) {
@@ -290,7 +290,7 @@ func Test_Principals_AnonForwardedAtMostCall(t *testing.T) {
 // a token whose role allows them, and a routed call it sends is a call
 // only. The controls: the same raw requests with the admin's token are
 // applied, and on a leader without the authorization the forgery is.
-func Test_Principals_RawMemberForward(t *testing.T) {
+func TestPrincipals_RawMemberForward(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
 	n := startHostWith(t, "n1", root, nil, func(c *Config) { c.AuditFile = filepath.Join(root, "n1.audit") })

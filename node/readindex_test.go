@@ -12,7 +12,7 @@ import (
 // reads then say it is catching up, never the stale listing its FSM holds
 // (the control: the raw FSM is stale). Once replication resumes, the reads
 // show the write.
-func Test_InMem_ReadIndexNeverStale(t *testing.T) {
+func TestInMem_ReadIndexNeverStale(t *testing.T) {
 	t.Parallel()
 	c := newInmemCluster(t, 0, "n1", "n2", "n3")
 	all := c.up()

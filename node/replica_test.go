@@ -16,7 +16,7 @@ import (
 // the cluster port's credential: a peer with the gossip key gets the
 // stream; one with another key, or none, gets nothing, not even the
 // first frame. The control is the same request with the key.
-func Test_Stream_NeedsTheClusterCredential(t *testing.T) {
+func TestStream_NeedsTheClusterCredential(t *testing.T) {
 	dir := t.TempDir()
 	cfg := Config{
 		P9Anon: trustedAnon,
@@ -86,7 +86,7 @@ func Test_Stream_NeedsTheClusterCredential(t *testing.T) {
 
 // A node that is not a server refuses the stream: a client's replica is
 // not a source for others.
-func Test_Stream_ClientRefuses(t *testing.T) {
+func TestStream_ClientRefuses(t *testing.T) {
 	n, buf := bareNode(t, clusterport.DefaultLimits)
 	c := pipeTo(n)
 	defer c.Close()
@@ -106,7 +106,7 @@ func Test_Stream_ClientRefuses(t *testing.T) {
 // client moves to a server that does, so it sees the writes made since.
 // The control, a client that waits an hour before it moves, misses them
 // for as long as the cut lasts.
-func Test_InMem_ClientLeavesServerCutOffFromLeader(t *testing.T) {
+func TestInMem_ClientLeavesServerCutOffFromLeader(t *testing.T) {
 	t.Parallel()
 	for _, protect := range []bool{true, false} {
 		leaderless := time.Second

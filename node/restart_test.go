@@ -75,7 +75,7 @@ func waitSameState(t *testing.T, c *inmemCluster, d time.Duration) {
 // configuration, it is a client, follows one of the others from 0, and
 // must end with the state it acknowledged before it stopped, then every
 // other node in turn the same.
-func Test_InMem_RestartAfterLeaveServesEverything(t *testing.T) {
+func TestInMem_RestartAfterLeaveServesEverything(t *testing.T) {
 	t.Parallel()
 	c := newInmemCluster(t, 1, "n1")
 	for i := range 5 {
@@ -121,7 +121,7 @@ func Test_InMem_RestartAfterLeaveServesEverything(t *testing.T) {
 // interleaved with writes through random running nodes; at the end every
 // replica holds exactly the leader's state, and every acknowledged
 // write is in it.
-func Test_InMem_RandomRestarts(t *testing.T) {
+func TestInMem_RandomRestarts(t *testing.T) {
 	t.Parallel()
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
@@ -175,7 +175,7 @@ func Test_InMem_RandomRestarts(t *testing.T) {
 // restarted cut off from the others, without the token made while it was
 // down. Once it reaches the leader it knows the token; a token nobody
 // made is still refused as unknown.
-func Test_InMem_UnknownTokenWhileBehindIsCatchingUp(t *testing.T) {
+func TestInMem_UnknownTokenWhileBehindIsCatchingUp(t *testing.T) {
 	t.Parallel()
 	c := newInmemCluster(t, 0, "n1", "n2", "n3")
 	waitAdminTokens(t, c)
@@ -207,7 +207,7 @@ func Test_InMem_UnknownTokenWhileBehindIsCatchingUp(t *testing.T) {
 // alone; at its next start it recovers Raft with that configuration,
 // leads, keeps the state, and takes writes. A malformed file stops the
 // start with an error naming the file, and changes nothing.
-func Test_InMem_PeersFileRecoversLostQuorum(t *testing.T) {
+func TestInMem_PeersFileRecoversLostQuorum(t *testing.T) {
 	t.Parallel()
 	c := newInmemCluster(t, 0, "n1", "n2", "n3")
 	l := c.waitLeader("n1", "n2", "n3")

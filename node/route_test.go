@@ -75,7 +75,7 @@ func write9p(t testing.TB, fsys *client.Fsys, path string, data []byte, perm pla
 	}
 }
 
-func Test_Route_CallsRunWhereTheyCan(t *testing.T) {
+func TestRoute_CallsRunWhereTheyCan(t *testing.T) {
 	root := t.TempDir()
 	n1 := startHost(t, "n1", root, nil)
 	n2 := startHost(t, "n2", root, []string{"frob"}, n1.gossip.LocalAddr())
@@ -129,7 +129,7 @@ func Test_Route_CallsRunWhereTheyCan(t *testing.T) {
 	})
 }
 
-func Test_Route_PublishThrough9P(t *testing.T) {
+func TestRoute_PublishThrough9P(t *testing.T) {
 	root := t.TempDir()
 	n1 := startHost(t, "n1", root, nil)
 	n2 := startHost(t, "n2", root, nil, n1.gossip.LocalAddr())
@@ -180,7 +180,7 @@ func Test_Route_PublishThrough9P(t *testing.T) {
 
 // The node running a call dies mid-call: the call fails at once with an
 // error saying so, and the next call goes to the other capable node.
-func Test_Route_RunnerDiesMidCall(t *testing.T) {
+func TestRoute_RunnerDiesMidCall(t *testing.T) {
 	root := t.TempDir()
 	n1 := startHost(t, "n1", root, nil)
 	n2 := startHost(t, "n2", root, []string{"frob"}, n1.gossip.LocalAddr())
@@ -235,7 +235,7 @@ func Test_Route_RunnerDiesMidCall(t *testing.T) {
 // cluster/members counts what each node can run from the capabilities it
 // gossips; node meta does not carry the count, so publishing a tool makes
 // no alive message on any node (every node passes each on several times).
-func Test_Members_ToolsFromCapabilities(t *testing.T) {
+func TestMembers_ToolsFromCapabilities(t *testing.T) {
 	root := t.TempDir()
 	n1 := startHost(t, "n1", root, nil)
 	startHost(t, "n2", root, []string{"frob"}, n1.gossip.LocalAddr())

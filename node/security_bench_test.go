@@ -69,7 +69,7 @@ func routedPair(b testing.TB, name string, key []byte) (*Node, *client.Fid) {
 
 // Routed calls to one node take turns on one kept connection, through the
 // gossip key's TLS.
-func Test_Route_CallsKeepTheirConnection(t *testing.T) {
+func TestRoute_CallsKeepTheirConnection(t *testing.T) {
 	n1, fid := routedPair(t, "keyed", testKey(9))
 	kept := n1.callConns.Idle
 	call := func() {

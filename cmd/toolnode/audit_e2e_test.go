@@ -63,7 +63,7 @@ func findAudit(lines []auditLine, action, target string) (auditLine, bool) {
 // through 9P each make a line with who, target and result; so do the
 // node's own publications; after logrotate's move and a SIGHUP the new
 // file receives the later lines, and a SIGTERM loses none of them.
-func Test_E2E_Audit(t *testing.T) {
+func TestE2E_Audit(t *testing.T) {
 	e := newEnv(t)
 	path := filepath.Join(e.root, "audit.log")
 	p := e.spawn(t, "e2e", e.childEnv(), "-audit", path)

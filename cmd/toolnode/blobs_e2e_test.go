@@ -15,12 +15,12 @@ import (
 )
 
 // The executables' measurements start real node processes on loopback
-// and move hundreds of MiB. CI runs Test_E2E_Blobs_Large with a 32 MiB
+// and move hundreds of MiB. CI runs TestE2E_Blobs_Large with a 32 MiB
 // executable (seconds); the full measurements run only when asked:
 //
-//	TOOLNODE_BLOB_E2E=1 go test -run Test_E2E_Blobs_Large -v -timeout 20m ./cmd/toolnode
+//	TOOLNODE_BLOB_E2E=1 go test -run TestE2E_Blobs_Large -v -timeout 20m ./cmd/toolnode
 //	TOOLNODE_BLOB_E2E=1 TOOLNODE_BASELINE_BIN=/path/to/old/toolnode \
-//	    go test -run Test_E2E_Blobs_PublishTime -v -timeout 30m ./cmd/toolnode
+//	    go test -run TestE2E_Blobs_PublishTime -v -timeout 30m ./cmd/toolnode
 //
 // (without -race: a race-enabled node is several times bigger and slower.)
 
@@ -217,7 +217,7 @@ func publishAndCall(t *testing.T, nodes []*cnode, via *cnode, name string, size 
 // A 200 MiB executable published through a node that is not the leader
 // is callable on every node, and no node's RSS grows by more than 64 MiB
 // meanwhile (issue 10).
-func Test_E2E_Blobs_Large(t *testing.T) {
+func TestE2E_Blobs_Large(t *testing.T) {
 	mib := 32 // in CI: enough that carrying it in the log would show
 	if os.Getenv("TOOLNODE_BLOB_E2E") != "" {
 		mib = 200
@@ -251,7 +251,7 @@ func Test_E2E_Blobs_Large(t *testing.T) {
 // for 1 and 16 MiB, through the leader and through a follower; with
 // TOOLNODE_BASELINE_BIN, the same for that binary (an older toolnode) in
 // the same run, alternating rounds.
-func Test_E2E_Blobs_PublishTime(t *testing.T) {
+func TestE2E_Blobs_PublishTime(t *testing.T) {
 	needBlobE2E(t)
 	rounds := 3
 	if v, err := strconv.Atoi(os.Getenv("TOOLNODE_BLOB_ROUNDS")); err == nil && v > 0 {

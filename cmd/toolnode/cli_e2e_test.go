@@ -261,12 +261,12 @@ func checkLog(t *testing.T, name, log string) {
 	}
 }
 
-// Test_E2E_Cluster_CleanStop: members of a three-node cluster stopped by
+// TestE2E_Cluster_CleanStop: members of a three-node cluster stopped by
 // SIGTERM, a follower first, then the leader (which hands over
 // leadership), then the last, log no ERROR and nothing but slog records.
 // One member starts with its tools directory missing: its log says so,
 // and the directory is published once created.
-func Test_E2E_Cluster_CleanStop(t *testing.T) {
+func TestE2E_Cluster_CleanStop(t *testing.T) {
 	t.Parallel()
 	n1 := newCnode(t, "s1")
 	n2 := newCnode(t, "s2").joining(n1)

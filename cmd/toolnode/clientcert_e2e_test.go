@@ -69,7 +69,7 @@ func raftRPCs(t *testing.T, m dialMode, addr string) map[string]error {
 	return out
 }
 
-func Test_E2E_ClientCert(t *testing.T) {
+func TestE2E_ClientCert(t *testing.T) {
 	t.Parallel()
 	pki := t.TempDir()
 	cli := &env{config: t.TempDir()}
@@ -178,7 +178,7 @@ func Test_E2E_ClientCert(t *testing.T) {
 // out of Raft by the leader (it would count toward the quorum and never
 // answer), and serves reads as a client; the two servers left keep
 // taking writes.
-func Test_E2E_ClientCert_VoterRestartedAsClient(t *testing.T) {
+func TestE2E_ClientCert_VoterRestartedAsClient(t *testing.T) {
 	t.Parallel()
 	pki, clientPKI := t.TempDir(), t.TempDir()
 	cli := &env{config: t.TempDir()}

@@ -71,7 +71,7 @@ func streamServer(n *cnode) string {
 // serves the replicated state, reads its own writes at once, calls a tool
 // published on a server, and, when its server is killed, follows another
 // and keeps up; every node shows the roles.
-func Test_E2E_Clients(t *testing.T) {
+func TestE2E_Clients(t *testing.T) {
 	t.Parallel()
 	var nodes []*cnode
 	metricsAt := map[string]string{}

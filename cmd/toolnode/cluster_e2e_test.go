@@ -396,7 +396,7 @@ func others(nodes []*cnode, not ...*cnode) []*cnode {
 
 // ---- 1. write, read, failover, rejoin
 
-func Test_E2E_Cluster_WriteReadFailoverRejoin(t *testing.T) {
+func TestE2E_Cluster_WriteReadFailoverRejoin(t *testing.T) {
 	t.Parallel()
 	n1 := newCnode(t, "c1").withExamples(t)
 	n2 := newCnode(t, "c2").joining(n1)
@@ -644,7 +644,7 @@ func readEvents(t *testing.T, c *conn9, fid *client.Fid, d time.Duration, where 
 
 // ---- 2. the gossip key keeps other nodes out
 
-func Test_E2E_Cluster_GossipKey(t *testing.T) {
+func TestE2E_Cluster_GossipKey(t *testing.T) {
 	t.Parallel()
 	keyEnv := &env{config: t.TempDir()}
 	key := strings.TrimSpace(runCLI(t, keyEnv, "", "keygen"))
@@ -831,7 +831,7 @@ func (n *cnode) withTLS(t *testing.T, ca *testCA) *cnode {
 	return n
 }
 
-func Test_E2E_Cluster_TLS(t *testing.T) {
+func TestE2E_Cluster_TLS(t *testing.T) {
 	t.Parallel()
 	ca := newTestCA(t, "toolnode e2e CA")
 	otherCA := newTestCA(t, "another CA")
@@ -1194,7 +1194,7 @@ func currentLeader(t *testing.T, nodes []*cnode) *cnode {
 	return leader
 }
 
-func Test_E2E_Cluster_Linearizable(t *testing.T) {
+func TestE2E_Cluster_Linearizable(t *testing.T) {
 	t.Parallel()
 	nodes := startLzCluster(t, "l")
 

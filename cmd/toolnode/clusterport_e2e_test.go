@@ -230,7 +230,7 @@ func setupCaller(t *testing.T, n *cnode, tool string) {
 	mustAsk9(t, n, "session/s/agent/a/ctl", "tool_load "+tool)
 }
 
-func Test_E2E_ClusterPort_NoCredentialNoEntry(t *testing.T) {
+func TestE2E_ClusterPort_NoCredentialNoEntry(t *testing.T) {
 	t.Parallel()
 	key := strings.TrimSpace(runCLI(t, &env{config: t.TempDir()}, "", "keygen"))
 
@@ -302,7 +302,7 @@ func Test_E2E_ClusterPort_NoCredentialNoEntry(t *testing.T) {
 
 // A node refuses to start on a port that leaves loopback without its
 // credential, naming the flag to add; -insecure starts it, loudly.
-func Test_E2E_Ports_RefuseToStart(t *testing.T) {
+func TestE2E_Ports_RefuseToStart(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name  string

@@ -17,7 +17,7 @@ import (
 // the leader is SIGKILLed are retried instead of failing as "may or may
 // not have been applied". tool_load and tool_unload are idempotent, which
 // is what makes retrying a lost answer safe.
-func Test_E2E_Forward_LeaderLoss(t *testing.T) {
+func TestE2E_Forward_LeaderLoss(t *testing.T) {
 	t.Parallel()
 	n1 := newCnode(t, "f1")
 	n2 := newCnode(t, "f2").joining(n1)

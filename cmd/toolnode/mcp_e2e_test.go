@@ -106,11 +106,11 @@ func resultText(res *mcp.CallToolResult) string {
 	return b.String()
 }
 
-// Test_E2E_MCP_Stdio drives `toolnode mcp` with the SDK's own client
+// TestE2E_MCP_Stdio drives `toolnode mcp` with the SDK's own client
 // against a two-node cluster: list, load, calls local and routed, a
 // failing tool, JSON output, and list_changed for a load here and for a
 // tool withdrawn on the other node.
-func Test_E2E_MCP_Stdio(t *testing.T) {
+func TestE2E_MCP_Stdio(t *testing.T) {
 	a := newCnode(t, "mcpa")
 	b := newCnode(t, "mcpb").joining(a)
 	write := func(dir, name, meta string) {
@@ -252,10 +252,10 @@ func mcpHTTPClient(t *testing.T, url, token string) (*mcp.ClientSession, *listCh
 	return s, changes, nil
 }
 
-// Test_E2E_MCP_HTTP drives -mcp (Streamable HTTP) with the SDK's client:
+// TestE2E_MCP_HTTP drives -mcp (Streamable HTTP) with the SDK's client:
 // one agent per MCP session, list_changed on the session's stream, and a
 // session that another token cannot use.
-func Test_E2E_MCP_HTTP(t *testing.T) {
+func TestE2E_MCP_HTTP(t *testing.T) {
 	a := newCnode(t, "mcph")
 	if err := os.WriteFile(filepath.Join(a.e.tools, "echo_t.meta"), []byte(`{"description":"echo","cmd":"cat"}`), 0o644); err != nil {
 		t.Fatal(err)
@@ -437,12 +437,12 @@ func (br *stdioBridge) exited() bool {
 	}
 }
 
-// Test_E2E_MCP_StdioRevoked: `toolnode mcp` whose token is revoked ends
+// TestE2E_MCP_StdioRevoked: `toolnode mcp` whose token is revoked ends
 // with the reason on stderr and a non-zero status, instead of serving an
 // MCP session on which every call fails. The control: a bridge with
 // another token, started alike, calls on after the revocation and keeps
 // running.
-func Test_E2E_MCP_StdioRevoked(t *testing.T) {
+func TestE2E_MCP_StdioRevoked(t *testing.T) {
 	a := newCnode(t, "mcpr")
 	if err := os.WriteFile(filepath.Join(a.e.tools, "echo_t.meta"), []byte(`{"description":"echo","cmd":"cat"}`), 0o644); err != nil {
 		t.Fatal(err)

@@ -60,7 +60,7 @@ func mcpConnect(t *testing.T, url, token string, roots *x509.CertPool) (*mcp.Cli
 // controls: on a loopback MCP listener the same request gets the
 // -9p-anon role, all of it (-9p-anon call: a tool is loaded and called)
 // and nothing more (-9p-anon read: no MCP session, which needs call).
-func Test_E2E_MCP_OffLoopbackAnonymousRole(t *testing.T) {
+func TestE2E_MCP_OffLoopbackAnonymousRole(t *testing.T) {
 	t.Parallel()
 	pki := t.TempDir()
 	cli := &env{config: t.TempDir()}

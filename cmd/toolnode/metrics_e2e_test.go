@@ -47,10 +47,10 @@ func metricsToken(addr string) string {
 	return tokenOf(s)
 }
 
-// Test_E2E_Metrics scrapes a node's /metrics after a call and finds it
+// TestE2E_Metrics scrapes a node's /metrics after a call and finds it
 // counted, and watches /readyz fail while the cluster has no leader and
 // pass once it has one again.
-func Test_E2E_Metrics(t *testing.T) {
+func TestE2E_Metrics(t *testing.T) {
 	a := newCnode(t, "meta")
 	b := newCnode(t, "metb").joining(a)
 	if err := os.WriteFile(filepath.Join(a.e.tools, "hello.meta"), []byte(`{"description":"hi","cmd":"echo hi"}`), 0o644); err != nil {
@@ -132,7 +132,7 @@ func adminToken(t *testing.T, n *cnode) string {
 // serves HTTPS only. The control, -insecure, serves plain HTTP off
 // loopback: a raw client's bearer token crosses the network in the clear
 // and is accepted.
-func Test_E2E_Metrics_Credentials(t *testing.T) {
+func TestE2E_Metrics_Credentials(t *testing.T) {
 	t.Parallel()
 	a := newCnode(t, "metc")
 	ports := testport.Pick(t, 1)

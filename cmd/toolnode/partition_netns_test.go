@@ -243,14 +243,14 @@ func gossipAgrees(nodes []*cnode) (bool, string) {
 // agree again (issue 10).
 const healWithin = 5 * time.Second
 
-// Test_E2E_Partition_LeaderCutOff cuts the leader off for a minute
+// TestE2E_Partition_LeaderCutOff cuts the leader off for a minute
 // (TOOLNODE_PARTITION_SECONDS overrides) while clients write through
 // every node, heals the network, and checks that gossip and Raft agree
 // within healWithin, that no write outlived its timeout, and that the
 // history is linearizable. TOOLNODE_PARTITION_CONTROL=1 runs the control:
 // the nodes never try failed members again (-reconnect-timeout 0), and
 // the test then expects gossip NOT to heal within 20 s.
-func Test_E2E_Partition_LeaderCutOff(t *testing.T) {
+func TestE2E_Partition_LeaderCutOff(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a minute-long partition")
 	}
@@ -461,7 +461,7 @@ func (l *netLab) blackhole(host *nsNode, drop bool, others ...*nsNode) {
 // leader and gets nothing new; the client moves to a server that does,
 // and reads a write made through the leader during the cut. After the
 // network heals, the cut-off server has the write too.
-func Test_E2E_Partition_ClientLeavesServerCutOffFromLeader(t *testing.T) {
+func TestE2E_Partition_ClientLeavesServerCutOffFromLeader(t *testing.T) {
 	lab := newNetLab(t)
 	hosts := lab.newMembers(4, "-voters", "3")
 	servers := []*cnode{hosts[0].cnode, hosts[1].cnode, hosts[2].cnode}

@@ -57,9 +57,9 @@ func forwardRaw(t *testing.T, c net.Conn, cmd []byte) fwdAnswer {
 // a follower forwards writes, is refused and never committed: the node
 // says why, keeps serving, and starts again on its log. The control is a
 // valid command sent the same way, which is committed (and
-// Test_InMem_PoisonedEntrySkipped in node shows what becomes of an
+// TestInMem_PoisonedEntrySkipped in node shows what becomes of an
 // invalid entry appended around the leader's check: every node skips it).
-func Test_E2E_ForgedCommandNeverCommitted(t *testing.T) {
+func TestE2E_ForgedCommandNeverCommitted(t *testing.T) {
 	e := newEnv(t)
 	// Plain TCP on the cluster port, as a member speaks it: no key and
 	// no cluster secret (-insecure). What a member may send is the test.

@@ -29,7 +29,7 @@ import (
 // must have a leader and serve its state (issue 20).
 const readdressWithin = 20 * time.Second
 
-func Test_E2E_Netns_WholeClusterOnNewAddresses(t *testing.T) {
+func TestE2E_Netns_WholeClusterOnNewAddresses(t *testing.T) {
 	for _, mode := range []string{"names", "ips"} {
 		t.Run(mode, func(t *testing.T) { testReaddress(t, mode == "names") })
 	}

@@ -164,7 +164,7 @@ func (l *restartLab) seenWithin(t *testing.T, d time.Duration, ses string) {
 	}
 }
 
-func Test_E2E_Restart_EveryNodeEveryWay(t *testing.T) {
+func TestE2E_Restart_EveryNodeEveryWay(t *testing.T) {
 	t.Parallel()
 	r1 := newCnode(t, "r1")
 	r2 := newCnode(t, "r2").joining(r1)
@@ -213,7 +213,7 @@ func Test_E2E_Restart_EveryNodeEveryWay(t *testing.T) {
 // A minute of restarts, one node at a time, each stopped one of the
 // three ways, under writes through random nodes; the history checked
 // with porcupine.
-func Test_E2E_Restart_ChurnLinearizable(t *testing.T) {
+func TestE2E_Restart_ChurnLinearizable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a minute of restarts")
 	}

@@ -13,7 +13,7 @@ import (
 // caller may use (DESIGN §7, sessions belong to their maker), read with
 // the independent 9P client as two call-role tokens; the control is the
 // admin, to whom every session is open, listing both.
-func Test_E2E_SessionIdx_ListsOnlyTheCallersSessions(t *testing.T) {
+func TestE2E_SessionIdx_ListsOnlyTheCallersSessions(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.start(t)

@@ -122,7 +122,7 @@ var roleOrder = map[string]int{"read": 1, "call": 2, "publish": 3, "admin": 4}
 
 // Every role against every class of operation, on a node that takes no
 // attach without a token (-9p-anon none, on loopback).
-func Test_E2E_TokenRoles(t *testing.T) {
+func TestE2E_TokenRoles(t *testing.T) {
 	t.Parallel()
 	n := newCnode(t, "roles")
 	n.addTool(t, "hello", "Say hello.")
@@ -201,7 +201,7 @@ func Test_E2E_TokenRoles(t *testing.T) {
 // A token made on one node works on another; revoked on the first, it is
 // refused on the second within 1 s, and the second ends the connection
 // attached with it. A node that joined holds no admin token of its own.
-func Test_E2E_TokenRevocation(t *testing.T) {
+func TestE2E_TokenRevocation(t *testing.T) {
 	t.Parallel()
 	a := newCnode(t, "ta")
 	b := newCnode(t, "tb").joining(a)

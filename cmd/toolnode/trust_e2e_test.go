@@ -117,7 +117,7 @@ func callAs(t *testing.T, e *env, token, tool, args string) (string, bool) {
 // A sandboxed tool called with a call-role token opens its node's
 // loopback 9P with no token: it gets nothing (the attach is refused).
 // The control, -9p-anon admin: the same tool mints an admin token.
-func Test_E2E_Trust_ToolGetsNoAnonymousAdmin(t *testing.T) {
+func TestE2E_Trust_ToolGetsNoAnonymousAdmin(t *testing.T) {
 	for _, control := range []bool{false, true} {
 		name := "default"
 		if control {
@@ -160,7 +160,7 @@ func Test_E2E_Trust_ToolGetsNoAnonymousAdmin(t *testing.T) {
 // token, cannot open a TCP connection to its node's loopback ports (9P,
 // cluster): the kernel refuses it. The control, -yolo: the same tool
 // connects to both.
-func Test_E2E_Trust_ToolCannotReachItsNode(t *testing.T) {
+func TestE2E_Trust_ToolCannotReachItsNode(t *testing.T) {
 	for _, yolo := range []bool{false, true} {
 		name := "sandboxed"
 		if yolo {
@@ -212,7 +212,7 @@ const probeReadMeta = `{"description": "Test tool: print a file.",
 // CA's key beside the CA certificate in one secrets directory (a
 // docker-compose layout), and DATA/admin.token. The control, -yolo,
 // reads each of them.
-func Test_E2E_Trust_ToolReadsNoCredential(t *testing.T) {
+func TestE2E_Trust_ToolReadsNoCredential(t *testing.T) {
 	for _, yolo := range []bool{false, true} {
 		name := "sandboxed"
 		if yolo {
@@ -314,7 +314,7 @@ const probeClusterMeta = `{"description": "Test tool: speak the cluster port.", 
 // made in DATA/, so the tool's ping goes unanswered and its forged write
 // (a create-session command) is not applied. The control, -insecure (no
 // secret): the ping is answered and the write applied.
-func Test_E2E_Trust_ToolOnTheClusterPort(t *testing.T) {
+func TestE2E_Trust_ToolOnTheClusterPort(t *testing.T) {
 	cmd, err := raftfsm.Encode(raftfsm.CmdCreateSession, raftfsm.CreateSession{Name: "forged", Owner: "anon@tool", Time: time.Now().UnixNano()})
 	if err != nil {
 		t.Fatal(err)
@@ -367,7 +367,7 @@ func Test_E2E_Trust_ToolOnTheClusterPort(t *testing.T) {
 // make agents in, call in or kill session s1 that token alice made; alice
 // can, and so can the admin (the controls: the same requests, by the
 // principals the session is open to).
-func Test_E2E_Trust_SessionsBelongToTheirMaker(t *testing.T) {
+func TestE2E_Trust_SessionsBelongToTheirMaker(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.start(t)
@@ -458,7 +458,7 @@ func mcpPost(t *testing.T, c *http.Client, url, body string, hdr map[string]stri
 // the audit log; the control, a valid initialize, makes one. One token
 // has at most 16 live MCP sessions (the 17th: 429), and the admin's own
 // 9P client still attaches.
-func Test_E2E_Trust_MCPChecksFirst(t *testing.T) {
+func TestE2E_Trust_MCPChecksFirst(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	addr := testport.One(t)
@@ -529,7 +529,7 @@ func Test_E2E_Trust_MCPChecksFirst(t *testing.T) {
 // after them (mutual TLS with a certificate of the cluster's CA) still
 // gets its ping answered. (The build before this change, run by hand
 // the same way, refused 20 of 20.)
-func Test_E2E_Trust_IdleConnectionsTakeNoSlots(t *testing.T) {
+func TestE2E_Trust_IdleConnectionsTakeNoSlots(t *testing.T) {
 	t.Parallel()
 	ca := newTestCA(t, "slots CA")
 	n := newCnode(t, "slots").withTLS(t, ca)

@@ -43,7 +43,7 @@ func idxFields(n *cnode, name string) ([][]string, string, error) {
 // with their publishers and digests; a rollback written on c3 is live
 // on every node within 3 s; a rollback to a version not kept is refused
 // with "invalid" and changes nothing.
-func Test_E2E_Versions(t *testing.T) {
+func TestE2E_Versions(t *testing.T) {
 	t.Parallel()
 	n1 := newCnode(t, "c1")
 	n2 := newCnode(t, "c2").joining(n1)
