@@ -76,6 +76,7 @@ var errKinds = map[string]error{
 	"noleader":  ErrNoLeader,
 	"ambiguous": errAmbiguous,
 	"denied":    fwdauth.ErrDenied,
+	"unsigned":  raftfsm.ErrDenied,
 }
 
 func errKind(err error) string {

@@ -85,6 +85,7 @@ type Node struct {
 	anon      p9.Role                   // of an attach without a token (tokens.go)
 
 	catalog *catalog.Catalog
+	sigs    toolSigs // t/NAME.sig attached, executables staged (trust.go)
 	events  *eventLog
 	runner  *registry.Runner
 	sandbox string     // how tools are run, for the node file
@@ -143,6 +144,7 @@ func New(cfg Config) (n *Node, err error) {
 	n.catalog = catalog.New(host, cfg.Name)
 	n.fsm = raftfsm.New(n)
 	n.fsm.SetLogf(n.logger.Printf)
+	n.catalog.SetTrust(n.fsm.TrustError)
 	started := n // returns below set n to nil before this runs
 	defer func() {
 		if err != nil {

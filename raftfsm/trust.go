@@ -229,10 +229,20 @@ func applyRemoveKey(st *state, index uint64, body []byte, ev *[]Event) any {
 	if err := st.verifyTrust("remove", c.Name, t.Fingerprint, c.Sig); err != nil {
 		return err
 	}
+	if len(st.Trust) == 1 {
+		return lastKey(c.Name)
+	}
 	delete(st.Trust, c.Name)
 	st.rekey()
 	*ev = append(*ev, Event{index, "trust-", c.Name})
 	return Result{Name: t.Fingerprint}
+}
+
+// lastKey refuses the removal of the last trusted key: with none, no
+// signature would be asked for, so removing it would not stop what it
+// signed but serve every unsigned version again.
+func lastKey(name string) error {
+	return refuse(ErrInvalid, "invalid: %s is the last trusted key; removing it would turn signature checks off: trust another key first", name)
 }
 
 // TrustedKeys lists the trusted keys, sorted by name.
@@ -293,4 +303,113 @@ func versionName(v uint64) string {
 		return "-"
 	}
 	return strconv.FormatUint(v, 10)
+}
+
+// CheckSigned is the leader's check, before it appends entry, of the
+// signatures Apply will verify against the state as it is now: a publish
+// not signed by a trusted key while keys are trusted, or a change to
+// trust/ not signed by one, is refused with the error Apply would give,
+// so it never reaches the log. Apply checks again whatever this says.
+func (f *FSM) CheckSigned(entry []byte) error {
+	cmd := Unwrap(entry)
+	if len(cmd) == 0 {
+		return nil
+	}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	st := f.st
+	if len(st.Trust) == 0 {
+		return nil
+	}
+	body := cmd[1:]
+	switch CommandType(cmd[0]) {
+	case CmdPublishTools:
+		var c PublishTools
+		if decode(body, &c) != nil {
+			return nil
+		}
+		for _, t := range c.Tools {
+			if _, err := st.verifyTool(t.Name, t.Meta, t.ExecHash, t.Sig); err != nil {
+				return err
+			}
+		}
+	case CmdPutToolMeta:
+		var c PutToolMeta
+		if decode(body, &c) != nil {
+			return nil
+		}
+		exec := ""
+		if old, ok := st.Tools[c.Name]; ok {
+			exec = old.ExecHash
+		}
+		_, err := st.verifyTool(c.Name, c.Meta, exec, c.Sig)
+		return err
+	case CmdPutToolExec:
+		var c PutToolExec
+		if decode(body, &c) != nil {
+			return nil
+		}
+		if old, ok := st.Tools[c.Name]; ok && old.Published() {
+			_, err := st.verifyTool(c.Name, old.Meta, c.ExecHash, c.Sig)
+			return err
+		}
+	case CmdDropToolExec:
+		var c DropToolExec
+		if decode(body, &c) != nil {
+			return nil
+		}
+		if old, ok := st.Tools[c.Name]; ok && old.Published() {
+			_, err := st.verifyTool(c.Name, old.Meta, "", c.Sig)
+			return err
+		}
+	case CmdRollback:
+		var c Rollback
+		if decode(body, &c) != nil {
+			return nil
+		}
+		if v, ok := st.Versions[c.Name].Get(c.Version); ok && v.HasContent() {
+			if _, err := st.verifyTool(c.Name, v.Meta, v.ExecHash, v.Sig); err != nil {
+				return refuse(ErrDenied, "%v: version %d cannot be rolled back to while it is not signed by a trusted key", err, c.Version)
+			}
+		}
+	case CmdAddKey:
+		var c AddKey
+		if decode(body, &c) != nil {
+			return nil
+		}
+		if k, err := signing.ParseKey(c.Name, []byte(c.Key)); err == nil {
+			return st.verifyTrust("add", c.Name, k.Fingerprint, c.Sig)
+		}
+	case CmdRemoveKey:
+		var c RemoveKey
+		if decode(body, &c) != nil {
+			return nil
+		}
+		if t, ok := st.Trust[c.Name]; ok {
+			if err := st.verifyTrust("remove", c.Name, t.Fingerprint, c.Sig); err != nil {
+				return err
+			}
+			if len(st.Trust) == 1 {
+				return lastKey(c.Name)
+			}
+		}
+	}
+	return nil
+}
+
+// CheckTool is whether a publish of tool name with this content and
+// signature would be accepted now: nil while no key is trusted.
+func (f *FSM) CheckTool(name string, meta []byte, execHash string, sig []byte) error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	_, err := f.st.verifyTool(name, meta, execHash, sig)
+	return err
+}
+
+// Trusting reports whether trust/ holds a key, so publishes must be
+// signed.
+func (f *FSM) Trusting() bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return len(f.st.Trust) > 0
 }

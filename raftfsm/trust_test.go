@@ -98,6 +98,8 @@ func TestTrust_ChangesSignedAfterFirstKey(t *testing.T) {
 	h.fail(CmdRemoveKey, RemoveKey{Name: "alice", Time: 5, Sig: eve.sign(t, signing.Trust("remove", "alice", alice.fp))}, ErrDenied)
 	h.fail(CmdRemoveKey, RemoveKey{Name: "nobody", Time: 5}, ErrNotFound)
 	h.ok(CmdRemoveKey, RemoveKey{Name: "alice", Time: 6, Sig: bob.sign(t, signing.Trust("remove", "alice", alice.fp))})
+	// The last key stays: without it no signature would be asked for.
+	h.fail(CmdRemoveKey, RemoveKey{Name: "bob", Time: 6, Sig: bob.sign(t, signing.Trust("remove", "bob", bob.fp))}, ErrInvalid)
 	if got := trustNames(h.fsm); got != "bob="+bob.fp {
 		t.Fatalf("after alice's removal, trust = %s", got)
 	}
