@@ -47,6 +47,8 @@ type FSM struct {
 	applied chan struct{} // closed and replaced when index moves
 	obs     Observer
 	logf    func(format string, args ...any)
+	// verdicts are TrustError's answers (trust.go).
+	verdicts verdicts
 }
 
 var _ raft.FSM = (*FSM)(nil)

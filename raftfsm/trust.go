@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"sync"
 
 	"github.com/toolnode/toolnode/registry"
 	"github.com/toolnode/toolnode/signing"
@@ -279,7 +280,19 @@ func (f *FSM) TrustError(t *Tool) error {
 		return nil
 	}
 	keys := st.trustedKeys()
+	ntools := len(st.Tools)
 	f.mu.RUnlock()
+	// Tool records are immutable and keys is replaced, never changed, by
+	// a change to trust/: a verdict holds for the pair.
+	if err, ok := f.verdicts.get(t, keys); ok {
+		return err
+	}
+	err := trustError(t, keys)
+	f.verdicts.put(t, keys, err, ntools)
+	return err
+}
+
+func trustError(t *Tool, keys []*signing.Key) error {
 	if len(t.Sig) == 0 {
 		return refuse(ErrDenied, "permission denied: version %s of tool %q is unsigned, and keys are trusted; publish a version signed by one", versionName(t.Version), t.Name)
 	}
@@ -412,4 +425,39 @@ func (f *FSM) Trusting() bool {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return len(f.st.Trust) > 0
+}
+
+// verdicts caches TrustError's answers for the keys trusted now: the
+// catalog, t/ listings and every call ask it.
+type verdicts struct {
+	mu   sync.Mutex
+	keys []*signing.Key
+	m    map[*Tool]error
+}
+
+func (v *verdicts) get(t *Tool, keys []*signing.Key) (error, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !sameKeys(v.keys, keys) {
+		return nil, false
+	}
+	err, ok := v.m[t]
+	return err, ok
+}
+
+func (v *verdicts) put(t *Tool, keys []*signing.Key, err error, ntools int) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	// A new set of keys, or records of tools since replaced piling up,
+	// start the cache over.
+	if !sameKeys(v.keys, keys) || len(v.m) > 2*ntools+1024 {
+		v.keys, v.m = keys, map[*Tool]error{}
+	}
+	v.m[t] = err
+}
+
+// sameKeys reports whether a and b are the same slice (the state's keys
+// are replaced at every change, never modified).
+func sameKeys(a, b []*signing.Key) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
