@@ -29,6 +29,7 @@ import (
 	"github.com/toolnode/toolnode/raftlog"
 	"github.com/toolnode/toolnode/registry"
 	"github.com/toolnode/toolnode/sandbox"
+	"github.com/toolnode/toolnode/signing"
 )
 
 // Errors of the write path.
@@ -86,12 +87,15 @@ type Node struct {
 
 	catalog *catalog.Catalog
 	sigs    toolSigs // t/NAME.sig attached, executables staged (trust.go)
-	events  *eventLog
-	runner  *registry.Runner
-	sandbox string     // how tools are run, for the node file
-	calls   *callQueue // -max-calls
-	digests sandbox.DigestCache
-	blobs   *blobs.Service // the executables' store, fetches and collection
+	// dirSigner signs the tools directory's tools that have no NAME.sig
+	// (-sign-key); nil for none.
+	dirSigner *signing.Signer
+	events    *eventLog
+	runner    *registry.Runner
+	sandbox   string     // how tools are run, for the node file
+	calls     *callQueue // -max-calls
+	digests   sandbox.DigestCache
+	blobs     *blobs.Service // the executables' store, fetches and collection
 
 	environHidden bool // the process's /proc/PID/environ is blanked
 
@@ -178,6 +182,11 @@ func New(cfg Config) (n *Node, err error) {
 	ahead := n.scanAhead()
 	if n.tls, err = loadClusterTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSCA); err != nil {
 		return nil, err
+	}
+	if cfg.SignKey != "" {
+		if n.dirSigner, err = signing.LoadSigner(cfg.SignKey); err != nil {
+			return nil, fmt.Errorf("-sign-key: %w", err)
+		}
 	}
 	if n.tls == nil && len(n.cfg.EncryptKey) > 0 {
 		if n.tls, err = keyClusterTLS(n.cfg.EncryptKey, cfg.Name); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolnode/toolnode/raftfsm"
 	"github.com/toolnode/toolnode/registry"
+	"github.com/toolnode/toolnode/signing"
 )
 
 // publishBatch bounds how many tools one Raft command carries, and
@@ -240,6 +241,9 @@ func (n *Node) syncToolsFrom(scan *toolScan) bool {
 			spec.ExecHash, spec.Size = n.storeExec(dt.Exec)
 		}
 		cur, ok := n.fsm.Tool(name)
+		if spec.Sig == nil && n.dirSigner != nil {
+			spec.Sig = n.signOwn(cur, spec)
+		}
 		if ok && cur.Owner == n.cfg.Name && cur.Origin == raftfsm.OriginDir && bytes.Equal(cur.Meta, dt.Meta) && cur.ExecHash == spec.ExecHash && bytes.Equal(cur.Sig, spec.Sig) {
 			continue
 		}
@@ -306,6 +310,22 @@ func (n *Node) syncToolsFrom(scan *toolScan) bool {
 		}
 	}
 	return true
+}
+
+// signOwn signs a tool of the tools directory with -sign-key: the
+// signature the tool already carries when its content is unchanged (an
+// ECDSA signature differs at every signing, and a rescan must make no
+// version), else a new one.
+func (n *Node) signOwn(cur *raftfsm.Tool, spec raftfsm.ToolSpec) []byte {
+	if cur != nil && len(cur.Sig) > 0 && bytes.Equal(cur.Meta, spec.Meta) && cur.ExecHash == spec.ExecHash {
+		return cur.Sig
+	}
+	sig, err := n.dirSigner.Sign(signing.Tool(spec.Name, spec.Meta, spec.ExecHash))
+	if err != nil {
+		n.warnf("tools: signing %s with -sign-key: %v", spec.Name, err)
+		return nil
+	}
+	return sig
 }
 
 // maxSigFile bounds NAME.sig in a tools directory.

@@ -234,3 +234,59 @@ func Test_Trust_SignedPublishes(t *testing.T) {
 		t.Fatal("greet still in n1's t/idx after its signer's removal")
 	}
 }
+
+// keyFile writes k's private key... newPubKey keeps only the signer, so
+// this test makes its own key file.
+func newKeyFile(t *testing.T) (path, line string) {
+	t.Helper()
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path = filepath.Join(t.TempDir(), "sign-key")
+	if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sp, _ := ssh.NewPublicKey(pub)
+	return path, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sp)))
+}
+
+// -sign-key: a node signs its tools directory's tools that have no
+// NAME.sig, so they are served once its key is trusted; the control, a
+// node without it, whose tool leaves t/ then. A rescan makes no version.
+func Test_Trust_SignKey(t *testing.T) {
+	root := t.TempDir()
+	keyPath, keyLine := newKeyFile(t)
+	n1 := startHostWith(t, "n1", root, nil, func(c *Config) { c.SignKey = keyPath })
+	n2 := startHost(t, "n2", root, nil, n1.gossip.LocalAddr())
+	waitFor(t, "two voters", 10*time.Second, func() bool { return len(voters(n1)) == 2 })
+	for _, x := range []struct {
+		n    *Node
+		name string
+	}{{n1, "own"}, {n2, "other"}} {
+		dir := filepath.Join(root, x.n.Name()+"-tools")
+		if err := os.WriteFile(filepath.Join(dir, x.name+".meta"), []byte(`{"description":"d","cmd":"echo `+x.name+`"}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f1 := mount(t, n1.P9Addr())
+	waitFor(t, "both tools on n1", 10*time.Second, func() bool { return inIdx(t, f1, "own") && inIdx(t, f1, "other") })
+	if _, err := n1.bind(p9.Principal{Name: "root", Role: p9.RoleAdmin}).(auditBackend).AddTrustedKey("n1", keyLine, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "other gone from n1's t/idx", 3*time.Second, func() bool { return !inIdx(t, f1, "other") })
+	if !inIdx(t, f1, "own") {
+		t.Fatal("the tool n1 signed with -sign-key is not served")
+	}
+	if idx := readFile(t, f1, "v/own/idx"); strings.Count(idx, "\n") != 1 || !strings.HasSuffix(idx, " n1\n") {
+		t.Fatalf("v/own/idx = %q", idx)
+	}
+	n1.syncTools()
+	if idx := readFile(t, f1, "v/own/idx"); strings.Count(idx, "\n") != 1 {
+		t.Fatalf("a rescan made a version: %q", idx)
+	}
+}

@@ -461,3 +461,22 @@ func (v *verdicts) put(t *Tool, keys []*signing.Key, err error, ntools int) {
 func sameKeys(a, b []*signing.Key) bool {
 	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
+
+// SignerOf is the name of the trusted key whose signature version v of
+// tool name carries, verified against the keys trusted now; else the
+// signer recorded when it was published ("" for none).
+func (f *FSM) SignerOf(name string, v *Version) string {
+	if len(v.Sig) == 0 {
+		return v.Signer
+	}
+	f.mu.RLock()
+	keys := f.st.trustedKeys()
+	f.mu.RUnlock()
+	if len(keys) == 0 {
+		return v.Signer
+	}
+	if k, err := signing.Verify(signing.Tool(name, v.Meta, v.ExecHash), v.Sig, keys); err == nil {
+		return k.Name
+	}
+	return v.Signer
+}
