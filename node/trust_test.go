@@ -235,8 +235,8 @@ func Test_Trust_SignedPublishes(t *testing.T) {
 	}
 }
 
-// keyFile writes k's private key... newPubKey keeps only the signer, so
-// this test makes its own key file.
+// newKeyFile writes a new ed25519 private key file and returns its path
+// and its public key line.
 func newKeyFile(t *testing.T) (path, line string) {
 	t.Helper()
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
