@@ -37,6 +37,9 @@ type Catalog struct {
 	// metadata of the last directory scan (Offer).
 	held  bool
 	hints map[string]hint
+	// trust, when set, says why a tool's live version may not be served
+	// or run here (its signature against the keys trusted now).
+	trust func(*raftfsm.Tool) error
 }
 
 // ErrNotPublished: the tool's executable was published before its
@@ -58,6 +61,11 @@ func New(h registry.Host, self string) *Catalog {
 	return &Catalog{host: h, self: self, entries: map[string]*Entry{}}
 }
 
+// SetTrust sets the check of each tool's signature: a tool it refuses
+// is not visible, and its entry's Err says why. Call it before the first
+// Rebuild.
+func (c *Catalog) SetTrust(check func(*raftfsm.Tool) error) { c.trust = check }
+
 // resolve makes t's entry with r. parsed, when not nil, is t.Meta
 // already parsed (from an earlier entry or the directory scan: the same
 // bytes parse the same), so only the variants are resolved again.
@@ -66,6 +74,12 @@ func (c *Catalog) resolve(t *raftfsm.Tool, r *registry.Resolver, parsed *registr
 	if !t.Published() {
 		e.Err = ErrNotPublished
 		return e
+	}
+	if c.trust != nil {
+		if err := c.trust(t); err != nil {
+			e.Err = err
+			return e
+		}
 	}
 	m := parsed
 	if m == nil {

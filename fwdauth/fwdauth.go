@@ -114,6 +114,8 @@ var need = map[raftfsm.CommandType]p9.Role{
 	raftfsm.CmdRevokeToken:      p9.RoleAdmin,
 	raftfsm.CmdRollback:         p9.RolePublish,
 	raftfsm.CmdSetKeepVersions:  p9.RoleAdmin, // the leader's own; a member's is refused
+	raftfsm.CmdAddKey:           p9.RoleAdmin,
+	raftfsm.CmdRemoveKey:        p9.RoleAdmin,
 }
 
 // fields are the parts of a command's body that Check and Describe read.
@@ -127,7 +129,10 @@ type fields struct {
 	Role    string   `json:"role"`
 	// Publisher is the principal a version records (raftfsm/versions.go).
 	Publisher string `json:"publisher"`
-	Tools     []struct {
+	// By is the principal a trusted key's change records
+	// (raftfsm/trust.go).
+	By    string `json:"by"`
+	Tools []struct {
 		Name string `json:"name"`
 	} `json:"tools"`
 	Profiles []struct {
@@ -171,6 +176,9 @@ func Check(st State, p Principal, entry []byte) error {
 	}
 	if f.Publisher != "" && f.Publisher != p.Name {
 		return fmt.Errorf("%w: a version published by %s must name it, not %q", ErrDenied, p.Name, f.Publisher)
+	}
+	if (t == raftfsm.CmdAddKey || t == raftfsm.CmdRemoveKey) && f.By != p.Name {
+		return fmt.Errorf("%w: a change to trust/ made by %s must name it, not %q", ErrDenied, p.Name, f.By)
 	}
 	if p.Role >= p9.RoleAdmin || role != p9.RoleCall {
 		return nil
@@ -223,7 +231,7 @@ func Describe(entry []byte) (action, target string) {
 	switch t {
 	case raftfsm.CmdCreateSession, raftfsm.CmdKillSession, raftfsm.CmdDropToolExec, raftfsm.CmdRevokeToken:
 		target = f.Name
-	case raftfsm.CmdPutToolMeta, raftfsm.CmdPutToolExec, raftfsm.CmdRollback:
+	case raftfsm.CmdPutToolMeta, raftfsm.CmdPutToolExec, raftfsm.CmdRollback, raftfsm.CmdAddKey, raftfsm.CmdRemoveKey:
 		target = f.Name
 	case raftfsm.CmdPutToken:
 		target = f.Name + " role=" + f.Role

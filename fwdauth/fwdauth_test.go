@@ -201,3 +201,36 @@ func BenchmarkAuthorize(b *testing.B) {
 		})
 	}
 }
+
+// A change to trust/ needs admin, and must name the principal it is
+// made for; a node may make none for itself.
+func TestCheck_Trust(t *testing.T) {
+	f, _ := state(t)
+	root := Principal{Name: "root", Kind: Token, Role: p9.RoleAdmin, Via: "n2"}
+	pub := Principal{Name: "pub", Kind: Token, Role: p9.RolePublish, Via: "n2"}
+	node := Principal{Name: "node:n2", Kind: Node, Role: p9.RolePublish, Via: "n2"}
+	add := func(by string) []byte {
+		return raftfsm.MustEncode(raftfsm.CmdAddKey, raftfsm.AddKey{Name: "k", Key: "ssh-ed25519 AAAA", By: by, Time: 1})
+	}
+	rm := raftfsm.MustEncode(raftfsm.CmdRemoveKey, raftfsm.RemoveKey{Name: "k", By: "root", Time: 1})
+	for _, tc := range []struct {
+		what    string
+		p       Principal
+		entry   []byte
+		refused string
+	}{
+		{"admin adds a key", root, add("root"), ""},
+		{"admin removes a key", root, rm, ""},
+		{"admin naming another", root, add("pub"), "must name it"},
+		{"publish adds a key", pub, add("pub"), "needs role admin"},
+		{"a node adds a key", node, add(""), "permission denied"},
+	} {
+		err := Check(f, tc.p, tc.entry)
+		if (err == nil) != (tc.refused == "") || err != nil && !strings.Contains(err.Error(), tc.refused) {
+			t.Errorf("%s: %v, want %q", tc.what, err, tc.refused)
+		}
+	}
+	if a, tg := Describe(add("root")); a != "add-key" || tg != "k" {
+		t.Errorf("Describe(add-key) = %q %q", a, tg)
+	}
+}

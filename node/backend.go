@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -40,9 +41,14 @@ func (n *Node) ToolIndex() []p9.ToolEntry { return n.catalog.Visible() }
 // ToolNames lists every published tool.
 func (n *Node) ToolNames() []string {
 	tools := n.fsm.Tools()
-	out := make([]string, len(tools))
-	for i, t := range tools {
-		out[i] = t.Name // with or without metadata yet: t/ lists what it has
+	out := make([]string, 0, len(tools))
+	for _, t := range tools {
+		// With or without metadata yet: t/ lists what it has, but for a
+		// version whose signature does not verify now.
+		if t.Published() && n.fsm.TrustError(t) != nil {
+			continue
+		}
+		out = append(out, t.Name)
 	}
 	return out
 }
@@ -88,6 +94,9 @@ func (n *Node) docMeta(name string) (registry.Meta, error) {
 	e, ok := n.catalog.Get(name)
 	if !ok {
 		return registry.Meta{}, fmt.Errorf("no tool %q in the cluster", name)
+	}
+	if errors.Is(e.Err, raftfsm.ErrDenied) {
+		return registry.Meta{}, fmt.Errorf("tool %q is not served: %w", name, e.Err)
 	}
 	if e.Err != nil {
 		return registry.Meta{}, fmt.Errorf("tool %q has metadata this node cannot read: %v", name, e.Err)
@@ -326,6 +335,11 @@ func (n *Node) StartCall(ctx context.Context, session, agent, tool string, args 
 	if !ok {
 		return nil, fmt.Errorf("no tool %q in the cluster", tool)
 	}
+	if errors.Is(e.Err, raftfsm.ErrDenied) {
+		// Its signature does not verify against the keys trusted now:
+		// no node runs it.
+		return nil, fmt.Errorf("tool %q is not served: %w", tool, e.Err)
+	}
 	if !e.Visible {
 		return func(ctx context.Context) ([]byte, error) {
 			return n.callElsewhere(ctx, session, agent, tool, args)
@@ -362,6 +376,11 @@ func (n *Node) runHere(ctx context.Context, session, agent string, e *catalog.En
 // found (fetched when it is not here yet), the session's cwd, and the
 // Runner's (the arguments against the schema, the command, the sandbox).
 func (n *Node) checkHere(ctx context.Context, session, agent string, e *catalog.Entry, args []byte) (*registry.Checked, error) {
+	// The catalog checked the signature when it resolved the tool; this
+	// checks it against the keys trusted at the call.
+	if err := n.fsm.TrustError(e.Tool); err != nil {
+		return nil, fmt.Errorf("tool %q is not run: %w", e.Tool.Name, err)
+	}
 	exec, err := n.ownExecutable(ctx, e.Tool)
 	if err != nil {
 		return nil, err

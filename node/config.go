@@ -65,6 +65,10 @@ type Config struct {
 	// default DefaultKeepVersions, at most raftfsm.MaxKeepVersions); the
 	// leader's value holds.
 	KeepVersions int
+	// SignKey is an OpenSSH private key file this node signs its tools
+	// directory's tools with when they have no NAME.sig (-sign-key); ""
+	// = none. Tools may not read it.
+	SignKey string
 
 	CallTimeout time.Duration // default 30s
 	AuditFile   string        // the audit log (-audit); "" = none

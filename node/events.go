@@ -87,6 +87,7 @@ func (l *eventLog) since(ctx context.Context, after uint64) []p9.Event {
 // and refreshes this node's view of the tools it names.
 func (n *Node) Changed(events []raftfsm.Event) {
 	var tools []string
+	trust := false
 	seen := make([]p9.Event, 0, len(events))
 	for _, e := range events {
 		switch e.Kind {
@@ -94,6 +95,9 @@ func (n *Node) Changed(events []raftfsm.Event) {
 			continue // tokens are not in the events file
 		case "token-":
 			n.tokenRevoked(e.Name)
+			continue
+		case "trust+", "trust-":
+			trust = true // nor are trusted keys
 			continue
 		}
 		seen = append(seen, p9.Event{Kind: e.Kind, Name: e.Name})
@@ -109,6 +113,27 @@ func (n *Node) Changed(events []raftfsm.Event) {
 		n.catalog.Update(tools, n.fsm.Tool)
 		kick(n.metaKick)
 	}
+	if trust {
+		n.trustChanged()
+	}
+}
+
+// trustChanged re-resolves every tool against the keys trusted now: a
+// tool whose live version no trusted key signed leaves t/ here, with a
+// log line naming it, and one signed by a key just added comes back.
+func (n *Node) trustChanged() {
+	if !n.catalog.IsHeld() {
+		n.catalog.Rebuild(n.fsm.Tools, n.fsm.Tool)
+	}
+	for _, t := range n.fsm.Tools() {
+		if !t.Published() {
+			continue
+		}
+		if err := n.fsm.TrustError(t); err != nil {
+			n.logger.Printf("tool %s is not served or run here: %v", t.Name, err)
+		}
+	}
+	kick(n.metaKick)
 }
 
 // Restored is the FSM observer for a snapshot restore: everything is

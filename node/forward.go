@@ -73,6 +73,7 @@ var errKinds = clusterport.ErrorKinds{
 	"noleader":  ErrNoLeader,
 	"ambiguous": errAmbiguous,
 	"denied":    fwdauth.ErrDenied,
+	"unsigned":  raftfsm.ErrDenied,
 }
 
 func errKind(err error) string { return errKinds.Kind(err) }

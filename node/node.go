@@ -30,6 +30,7 @@ import (
 	"github.com/toolnode/toolnode/raftlog"
 	"github.com/toolnode/toolnode/registry"
 	"github.com/toolnode/toolnode/sandbox"
+	"github.com/toolnode/toolnode/signing"
 )
 
 // Errors of the write path.
@@ -84,12 +85,16 @@ type Node struct {
 	anon      p9.Role                   // of an attach without a token (tokens.go)
 
 	catalog *catalog.Catalog
-	events  *eventLog
-	runner  *registry.Runner
-	sandbox string     // how tools are run, for the node file
-	calls   *callQueue // -max-calls
-	digests sandbox.DigestCache
-	blobs   *blobs.Service // the executables' store, fetches and collection
+	sigs    toolSigs // t/NAME.sig attached, executables staged (trust.go)
+	// dirSigner signs the tools directory's tools that have no NAME.sig
+	// (-sign-key); nil for none.
+	dirSigner *signing.Signer
+	events    *eventLog
+	runner    *registry.Runner
+	sandbox   string     // how tools are run, for the node file
+	calls     *callQueue // -max-calls
+	digests   sandbox.DigestCache
+	blobs     *blobs.Service // the executables' store, fetches and collection
 
 	environHidden bool // the process's /proc/PID/environ is blanked
 
@@ -142,6 +147,7 @@ func New(cfg Config) (n *Node, err error) {
 	n.catalog = catalog.New(host, cfg.Name)
 	n.fsm = raftfsm.New(n)
 	n.fsm.SetLogf(n.logger.Printf)
+	n.catalog.SetTrust(n.fsm.TrustError)
 	started := n // returns below set n to nil before this runs
 	defer func() {
 		if err != nil {
@@ -175,6 +181,11 @@ func New(cfg Config) (n *Node, err error) {
 	ahead := n.scanAhead()
 	if n.tls, err = clusterport.LoadTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSCA); err != nil {
 		return nil, err
+	}
+	if cfg.SignKey != "" {
+		if n.dirSigner, err = signing.LoadSigner(cfg.SignKey); err != nil {
+			return nil, fmt.Errorf("-sign-key: %w", err)
+		}
 	}
 	if n.tls == nil && len(n.cfg.EncryptKey) > 0 {
 		if n.tls, err = clusterport.KeyTLS(n.cfg.EncryptKey, cfg.Name); err != nil {

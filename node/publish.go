@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolnode/toolnode/raftfsm"
 	"github.com/toolnode/toolnode/registry"
+	"github.com/toolnode/toolnode/signing"
 )
 
 // publishBatch bounds how many tools one Raft command carries, and
@@ -235,12 +236,21 @@ func (n *Node) syncToolsFrom(scan *toolScan) bool {
 
 	var specs []raftfsm.ToolSpec
 	for name, dt := range found {
-		spec := raftfsm.ToolSpec{Name: name, Meta: dt.Meta}
+		spec := raftfsm.ToolSpec{Name: name, Meta: dt.Meta, Sig: n.dirSig(name)}
 		if dt.Exec != "" {
 			spec.ExecHash, spec.Size = n.storeExec(dt.Exec)
 		}
 		cur, ok := n.fsm.Tool(name)
-		if ok && cur.Owner == n.cfg.Name && cur.Origin == raftfsm.OriginDir && bytes.Equal(cur.Meta, dt.Meta) && cur.ExecHash == spec.ExecHash {
+		if spec.Sig == nil && n.dirSigner != nil {
+			spec.Sig = n.signOwn(cur, spec)
+		}
+		if ok && cur.Owner == n.cfg.Name && cur.Origin == raftfsm.OriginDir && bytes.Equal(cur.Meta, dt.Meta) && cur.ExecHash == spec.ExecHash && bytes.Equal(cur.Sig, spec.Sig) {
+			continue
+		}
+		if err := n.fsm.CheckTool(name, spec.Meta, spec.ExecHash, spec.Sig); err != nil {
+			// Left out of the batch, so the directory's other tools
+			// publish; the leader and every node would refuse it.
+			n.warnf("tools: %s is not published: %v", name, err)
 			continue
 		}
 		n.logNotes(name, dt.Notes)
@@ -300,6 +310,45 @@ func (n *Node) syncToolsFrom(scan *toolScan) bool {
 		}
 	}
 	return true
+}
+
+// signOwn signs a tool of the tools directory with -sign-key: the
+// signature the tool already carries when its content is unchanged (an
+// ECDSA signature differs at every signing, and a rescan must make no
+// version), else a new one.
+func (n *Node) signOwn(cur *raftfsm.Tool, spec raftfsm.ToolSpec) []byte {
+	if cur != nil && len(cur.Sig) > 0 && bytes.Equal(cur.Meta, spec.Meta) && cur.ExecHash == spec.ExecHash {
+		return cur.Sig
+	}
+	sig, err := n.dirSigner.Sign(signing.Tool(spec.Name, spec.Meta, spec.ExecHash))
+	if err != nil {
+		n.warnf("tools: signing %s with -sign-key: %v", spec.Name, err)
+		return nil
+	}
+	return sig
+}
+
+// maxSigFile bounds NAME.sig in a tools directory.
+const maxSigFile = 16 << 10
+
+// dirSig reads NAME.sig beside NAME.meta in the tools directory: the
+// armored SSH signature over the tool's manifest; nil when there is none.
+func (n *Node) dirSig(name string) []byte {
+	p := filepath.Join(n.cfg.ToolsDir, name+".sig")
+	fi, err := os.Stat(p)
+	if err != nil {
+		return nil
+	}
+	if fi.Size() > maxSigFile {
+		n.warnf("tools: %s is %d bytes, not a signature (at most %d); %s is published unsigned", p, fi.Size(), maxSigFile, name)
+		return nil
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		n.warnf("tools: cannot read %s: %v", p, err)
+		return nil
+	}
+	return b
 }
 
 // ExecHashOf is the content address of an executable.

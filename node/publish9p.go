@@ -60,10 +60,22 @@ func (n *Node) publishToolMeta(c caller, name string, data []byte) error {
 		return fmt.Errorf("invalid tool metadata in %s.meta: %w; nothing was published", name, err)
 	}
 	n.logNotes(name, notes)
+	sig, staged := n.sigs.get(c.who, name, true)
+	if staged != nil {
+		// The executable closed before it, staged for this close: one
+		// version of both, under the signature over both.
+		_, err = n.applyFor(c, raftfsm.CmdPublishTools, raftfsm.PublishTools{
+			Owner: n.cfg.Name, Origin: raftfsm.Origin9P, Time: nowNano(), Publisher: publisherName(c.who),
+			Tools: []raftfsm.ToolSpec{{Name: name, Meta: data, ExecHash: staged.digest, Size: staged.size, Mode: staged.mode, Sig: sig}},
+		})
+		n.refusedPublish(c, name, err)
+		return err
+	}
 	_, err = n.applyFor(c, raftfsm.CmdPutToolMeta, raftfsm.PutToolMeta{
 		Owner: n.cfg.Name, Origin: raftfsm.Origin9P, Time: nowNano(), Name: name, Meta: data,
-		Publisher: publisherName(c.who),
+		Publisher: publisherName(c.who), Sig: sig,
 	})
+	n.refusedPublish(c, name, err)
 	return err
 }
 
@@ -99,10 +111,26 @@ func (n *Node) publishToolExec(c caller, name string, up p9.ExecUpload, size int
 	if err != nil {
 		return fmt.Errorf("tool %q: storing the executable: %w", name, err)
 	}
+	sig, _ := n.sigs.get(c.who, name, false)
+	if n.fsm.Trusting() && sig != nil {
+		var live []byte
+		if t, ok := n.fsm.Tool(name); ok {
+			live = t.Meta
+		}
+		if live == nil || n.fsm.CheckTool(name, live, d, sig) != nil {
+			// The signature is over metadata to come: the executable
+			// waits for the close of t/NAME.meta (stagedTTL).
+			n.sigs.put(c.who, name, nil, &stagedExec{digest: d, size: size, mode: mode & 0o7777, at: time.Now()})
+			n.logger.Printf("t/%s: executable %s staged for the next close of t/%s.meta by %s", name, d, name, publisherOrNode(c.who, n.cfg.Name))
+			return nil
+		}
+	}
+	n.sigs.get(c.who, name, true)
 	_, err = n.applyFor(c, raftfsm.CmdPutToolExec, raftfsm.PutToolExec{
 		Owner: n.cfg.Name, Origin: raftfsm.Origin9P, Time: nowNano(), Name: name,
-		ExecHash: d, Size: size, Mode: mode & 0o7777, Publisher: publisherName(c.who),
+		ExecHash: d, Size: size, Mode: mode & 0o7777, Publisher: publisherName(c.who), Sig: sig,
 	})
+	n.refusedPublish(c, name, err)
 	return err
 }
 
@@ -121,9 +149,10 @@ func (n *Node) chmodToolExec(c caller, name string, mode uint32) error {
 	if !have {
 		return fmt.Errorf("tool %q: its executable is not yet fetched here; try again", name)
 	}
+	// The mode is not in the manifest: the signature stays the tool's.
 	_, err := n.applyFor(c, raftfsm.CmdPutToolExec, raftfsm.PutToolExec{
 		Owner: n.cfg.Name, Origin: raftfsm.Origin9P, Time: nowNano(), Name: name,
-		ExecHash: t.ExecHash, Size: size, Mode: mode & 0o7777, Publisher: publisherName(c.who),
+		ExecHash: t.ExecHash, Size: size, Mode: mode & 0o7777, Publisher: publisherName(c.who), Sig: t.Sig,
 	})
 	return err
 }
@@ -145,9 +174,11 @@ func (n *Node) withdrawTool(c caller, name string) error {
 func (n *Node) RemoveToolExec(name string) error { return n.removeToolExec(caller{}, name) }
 
 func (n *Node) removeToolExec(c caller, name string) error {
+	sig, _ := n.sigs.get(c.who, name, true)
 	_, err := n.applyFor(c, raftfsm.CmdDropToolExec, raftfsm.DropToolExec{
-		Name: name, Owner: n.cfg.Name, Publisher: publisherName(c.who), Time: nowNano(),
+		Name: name, Owner: n.cfg.Name, Publisher: publisherName(c.who), Time: nowNano(), Sig: sig,
 	})
+	n.refusedPublish(c, name, err)
 	return err
 }
 

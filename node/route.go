@@ -16,6 +16,7 @@ import (
 	"github.com/toolnode/toolnode/cluster"
 	"github.com/toolnode/toolnode/clusterport"
 	"github.com/toolnode/toolnode/fwdauth"
+	"github.com/toolnode/toolnode/raftfsm"
 	"github.com/toolnode/toolnode/registry"
 )
 
@@ -301,6 +302,9 @@ func (n *Node) runRouted(ctx context.Context, req callRequest) ([]byte, error) {
 		return nil, fmt.Errorf("tool %q is not loaded by agent %q", req.Tool, req.Agent)
 	}
 	e, ok := n.catalog.Get(req.Tool)
+	if ok && errors.Is(e.Err, raftfsm.ErrDenied) {
+		return nil, fmt.Errorf("node %s does not run tool %q: %w", n.cfg.Name, req.Tool, e.Err)
+	}
 	if !ok || !e.Visible {
 		return nil, fmt.Errorf("node %s cannot run tool %q any more", n.cfg.Name, req.Tool)
 	}

@@ -24,7 +24,7 @@ var homeSecrets = []string{
 func (n *Node) protectedPaths() []string {
 	p := []string{n.cfg.DataDir}
 	home, _ := os.UserHomeDir()
-	for _, f := range []string{n.cfg.TLSCert, n.cfg.TLSKey, n.cfg.TLSCA, n.cfg.P9TLSCert, n.cfg.P9TLSKey} {
+	for _, f := range []string{n.cfg.TLSCert, n.cfg.TLSKey, n.cfg.TLSCA, n.cfg.P9TLSCert, n.cfg.P9TLSKey, n.cfg.SignKey} {
 		if f == "" {
 			continue
 		}

@@ -65,7 +65,7 @@ func (n *Node) ToolVersions(name string) ([]p9.VersionEntry, bool) {
 	for i, v := range h.Versions {
 		e := p9.VersionEntry{
 			Version: v.Version, State: v.State, Publisher: v.Publisher, Digest: v.ExecHash,
-			Size: v.ExecSize, Signer: v.Signer, HasMeta: v.HasContent(),
+			Size: v.ExecSize, Signer: n.fsm.SignerOf(name, v), HasMeta: v.HasContent(),
 		}
 		if v.Time > 0 {
 			e.Time = time.Unix(0, v.Time)

@@ -172,6 +172,16 @@
 // empty field), VERSION.meta and VERSION (read-only), and ctl, which
 // takes "rollback VERSION" from the publish role.
 //
+// # Trusted keys and signatures
+//
+// trust/ (trust.go) is served by a Backend that implements Trust: idx
+// ("NAME FINGERPRINT" lines) to every role, new ("NAME KEY-LINE") and
+// ctl ("remove NAME") to admins, each taking the armored signature of the
+// change on the lines after the command, in the same write. t/NAME.sig
+// is write-only (publish role): the armored signature written to it is
+// handed to a Backend that implements ToolSigs, for the next publish of
+// NAME by the same principal; it is never listed.
+//
 // # Who may do what
 //
 // Options.Attach turns each attach name (a token, or "" for none) into a

@@ -19,6 +19,10 @@ func (s *Server) openHandle(b Backend, n *node) (handle, error) {
 		return newDirHandle(s, b, n)
 	case kVIdx, kVMeta, kVExec, kVCtl:
 		return s.openVersion(b, n)
+	case kTrustDir, kTrustIdx, kTrustNew, kTrustCtl:
+		return s.openTrust(b, n)
+	case kTSig:
+		return newSigHandle(s, b, n), nil
 	case kTIdx:
 		return newSnapshot(func() ([]byte, error) { return indexText(b.ToolIndex()), nil })
 	case kTMeta:

@@ -499,6 +499,9 @@ func (c *conn) create(fc *proto.TCreate) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if child.kind == kTSig {
+		return c.createSig(f, fc, child)
+	}
 	mode := proto.Mode(fc.Mode)
 	if mode&proto.Orclose != 0 {
 		return nil, errOrclose(child)

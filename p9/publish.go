@@ -76,6 +76,8 @@ func createNode(dir *node, name string, perm uint32) (*node, error) {
 		k, arg = kTExec, base
 		if isMeta {
 			k = kTMeta
+		} else if sig := walkTSig(dir, name); sig != nil {
+			return sig, nil
 		}
 	case kADir:
 		base, ok := strings.CutSuffix(name, ".json")

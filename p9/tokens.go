@@ -39,8 +39,10 @@ func readRole(k kind) Role {
 // creating or removing in it).
 func writeRole(k kind) Role {
 	switch k {
-	case kTDir, kADir, kTMeta, kTExec, kProfile, kVCtl:
+	case kTDir, kADir, kTMeta, kTExec, kProfile, kVCtl, kTSig:
 		return RolePublish
+	case kTrustNew, kTrustCtl:
+		return RoleAdmin
 	}
 	return readRole(k)
 }

@@ -27,6 +27,7 @@ const (
 	kTokenDir        // token/
 	kVDir            // v/
 	kVTool           // v/NAME/
+	kTrustDir        // trust/
 
 	kTIdx       // t/idx
 	kTMeta      // t/NAME.meta
@@ -54,6 +55,10 @@ const (
 	kVMeta      // v/NAME/VERSION.meta
 	kVExec      // v/NAME/VERSION
 	kVCtl       // v/NAME/ctl
+	kTSig       // t/NAME.sig
+	kTrustIdx   // trust/idx
+	kTrustNew   // trust/new
+	kTrustCtl   // trust/ctl
 	nKinds
 )
 
@@ -73,6 +78,8 @@ var perms = [nKinds]uint32{
 	kTokenDir: 0o555, kTokenNew: 0o666, kTokenIdx: 0o444, kTokenCtl: 0o222,
 
 	kVDir: 0o555, kVTool: 0o555, kVIdx: 0o444, kVMeta: 0o444, kVExec: 0o555, kVCtl: 0o222,
+
+	kTSig: 0o222, kTrustDir: 0o555, kTrustIdx: 0o444, kTrustNew: 0o666, kTrustCtl: 0o222,
 }
 
 // node is one file or directory of the tree. Nodes are immutable and may be
@@ -149,12 +156,17 @@ var (
 	tokenNewNode   = newNode(tokenDirNode, kTokenNew, "new")
 	tokenIdxNode   = newNode(tokenDirNode, kTokenIdx, "idx")
 	tokenCtlNode   = newNode(tokenDirNode, kTokenCtl, "ctl")
+	trustDirNode   = newNode(rootNode, kTrustDir, "trust")
+	trustIdxNode   = newNode(trustDirNode, kTrustIdx, "idx")
+	trustNewNode   = newNode(trustDirNode, kTrustNew, "new")
+	trustCtlNode   = newNode(trustDirNode, kTrustCtl, "ctl")
 	vDirNode       = newNode(rootNode, kVDir, "v")
 
 	// rootChildren and the other fixed lists are sorted by name.
-	rootChildren    = []*node{aDirNode, clusterDirNode, eventsNode, nodeNode, sessionDirNode, tDirNode, tokenDirNode, toolsNode, vDirNode}
+	rootChildren    = []*node{aDirNode, clusterDirNode, eventsNode, nodeNode, sessionDirNode, tDirNode, tokenDirNode, toolsNode, trustDirNode, vDirNode}
 	clusterChildren = []*node{membersNode, whereNode}
 	tokenChildren   = []*node{tokenCtlNode, tokenIdxNode, tokenNewNode}
+	trustChildren   = []*node{trustCtlNode, trustIdxNode, trustNewNode}
 )
 
 // agentFiles are the files of session/S/agent/A, sorted by name.
@@ -218,6 +230,12 @@ func walk1(s *Server, n *node, name string) (*node, error) {
 				return c, nil
 			}
 		}
+	case kTrustDir:
+		for _, c := range trustChildren {
+			if c.name == name {
+				return c, nil
+			}
+		}
 	case kVDir, kVTool:
 		return walkVersions(s, n, name)
 	case kTDir:
@@ -234,6 +252,9 @@ func walk1(s *Server, n *node, name string) (*node, error) {
 		if _, ok := b.ToolExecutable(name); ok || s.isPending("t/"+name) {
 			c := newNode(n, kTExec, name)
 			c.arg = name
+			return c, nil
+		}
+		if c := walkTSig(n, name); c != nil {
 			return c, nil
 		}
 		if _, ok := b.ToolMeta(name); ok {
@@ -330,6 +351,8 @@ func (s *Server) children(b Backend, n *node) ([]*node, error) {
 		return clusterChildren, nil
 	case kTokenDir:
 		return tokenChildren, nil
+	case kTrustDir:
+		return trustChildren, nil
 	case kVDir, kVTool:
 		out = s.versionChildren(n)
 	case kTDir:

@@ -35,14 +35,22 @@ func applyPublishTools(st *state, index uint64, body []byte, ev *[]Event) any {
 			return refuse(ErrInvalid, "the executable hash of tool %q is not 64 lowercase hex digits", t.Name)
 		}
 	}
+	signers := make([]string, len(c.Tools))
+	for i, t := range c.Tools {
+		signer, err := st.verifyTool(t.Name, t.Meta, t.ExecHash, t.Sig)
+		if err != nil {
+			return err
+		}
+		signers[i] = signer
+	}
 	origin := c.Origin
 	if origin == "" {
 		origin = OriginDir
 	}
-	for _, t := range c.Tools {
+	for i, t := range c.Tools {
 		n := &Tool{
 			Name: t.Name, Meta: t.Meta, ExecHash: t.ExecHash, ExecMode: t.Mode, ExecSize: t.Size,
-			Owner: c.Owner, Origin: origin, Index: index, Time: c.Time,
+			Owner: c.Owner, Origin: origin, Index: index, Time: c.Time, Sig: t.Sig, Signer: signers[i],
 		}
 		st.setTool(t.Name, n)
 		n.Version = st.recordVersion(t.Name, index, publisherOf(c.Publisher, c.Owner), c.Time, 0)
@@ -62,10 +70,15 @@ func applyPutToolMeta(st *state, index uint64, body []byte, ev *[]Event) any {
 	if len(c.Meta) == 0 {
 		return refuse(ErrInvalid, "the metadata of tool %q is empty", c.Name)
 	}
-	t := &Tool{Name: c.Name, Meta: c.Meta, Owner: c.Owner, Origin: c.Origin, Index: index, Time: c.Time}
+	t := &Tool{Name: c.Name, Meta: c.Meta, Owner: c.Owner, Origin: c.Origin, Index: index, Time: c.Time, Sig: c.Sig}
 	if old, ok := st.Tools[c.Name]; ok {
 		t.ExecHash, t.ExecMode, t.ExecSize = old.ExecHash, old.ExecMode, old.ExecSize
 	}
+	signer, err := st.verifyTool(c.Name, t.Meta, t.ExecHash, c.Sig)
+	if err != nil {
+		return err
+	}
+	t.Signer = signer
 	st.setTool(c.Name, t)
 	t.Version = st.recordVersion(c.Name, index, publisherOf(c.Publisher, c.Owner), c.Time, 0)
 	*ev = append(*ev, Event{index, "tool+", c.Name})
@@ -83,9 +96,18 @@ func applyPutToolExec(st *state, index uint64, body []byte, ev *[]Event) any {
 	if !isHexHash(c.ExecHash) {
 		return refuse(ErrInvalid, "the executable hash of tool %q is not 64 lowercase hex digits", c.Name)
 	}
-	t := &Tool{Name: c.Name, ExecHash: c.ExecHash, ExecMode: c.Mode, ExecSize: c.Size, Owner: c.Owner, Origin: c.Origin, Index: index, Time: c.Time}
+	t := &Tool{Name: c.Name, ExecHash: c.ExecHash, ExecMode: c.Mode, ExecSize: c.Size, Owner: c.Owner, Origin: c.Origin, Index: index, Time: c.Time, Sig: c.Sig}
 	if old, ok := st.Tools[c.Name]; ok {
 		t.Meta = old.Meta
+	}
+	if t.Published() {
+		// An executable with no metadata yet is not a tool: its
+		// metadata's publish carries the signature over both.
+		signer, err := st.verifyTool(c.Name, t.Meta, t.ExecHash, c.Sig)
+		if err != nil {
+			return err
+		}
+		t.Signer = signer
 	}
 	st.setTool(c.Name, t)
 	t.Version = st.recordVersion(c.Name, index, publisherOf(c.Publisher, c.Owner), c.Time, 0)
@@ -108,8 +130,13 @@ func applyDropToolExec(st *state, index uint64, body []byte, ev *[]Event) any {
 		st.setTool(c.Name, nil)
 		return Result{}
 	}
+	signer, err := st.verifyTool(c.Name, old.Meta, "", c.Sig)
+	if err != nil {
+		return err
+	}
 	t := *old
 	t.ExecHash, t.ExecMode, t.ExecSize, t.Index = "", 0, 0, index
+	t.Sig, t.Signer = c.Sig, signer
 	if c.Time != 0 {
 		t.Time = c.Time
 	}

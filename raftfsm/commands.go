@@ -28,6 +28,8 @@ const (
 	CmdRevokeToken     // tokens.go
 	CmdSetKeepVersions // versions.go
 	CmdRollback        // versions.go
+	CmdAddKey          // trust.go
+	CmdRemoveKey       // trust.go
 )
 
 // Origins of a publication: a node's watched directory, or a write into
@@ -56,6 +58,8 @@ var commandNames = map[CommandType]string{
 	CmdRevokeToken:      "revoke-token",
 	CmdSetKeepVersions:  "set-keep-versions",
 	CmdRollback:         "rollback",
+	CmdAddKey:           "add-key",
+	CmdRemoveKey:        "remove-key",
 }
 
 func (t CommandType) String() string {
@@ -79,6 +83,9 @@ type ToolSpec struct {
 	Size int64 `json:"size,omitempty"`
 	// Mode is the executable's file mode (0755 when zero).
 	Mode uint32 `json:"mode,omitempty"`
+	// Sig is the armored SSH signature over the tool's manifest
+	// (trust.go); empty: unsigned.
+	Sig []byte `json:"sig,omitempty"`
 }
 
 // PublishTools adds or replaces tools. The publishing node becomes their
@@ -117,6 +124,8 @@ type PutToolMeta struct {
 	Meta   []byte `json:"meta"`
 	// Publisher: see PublishTools.
 	Publisher string `json:"publisher,omitempty"`
+	// Sig: see ToolSpec; over this metadata and the tool's executable.
+	Sig []byte `json:"sig,omitempty"`
 }
 
 // PutToolExec publishes one tool's executable (t/NAME) by digest and
@@ -132,6 +141,8 @@ type PutToolExec struct {
 	Mode     uint32 `json:"mode"`
 	// Publisher: see PublishTools.
 	Publisher string `json:"publisher,omitempty"`
+	// Sig: see ToolSpec; over the tool's metadata and this executable.
+	Sig []byte `json:"sig,omitempty"`
 }
 
 // DropToolExec removes a tool's executable (rm t/NAME).
@@ -142,6 +153,8 @@ type DropToolExec struct {
 	Owner     string `json:"owner,omitempty"`
 	Publisher string `json:"publisher,omitempty"`
 	Time      int64  `json:"time,omitempty"`
+	// Sig: see ToolSpec; over the metadata with no executable.
+	Sig []byte `json:"sig,omitempty"`
 }
 
 // ProfileSpec is one agent profile in a PublishProfiles command.

@@ -6,7 +6,10 @@
 // size and mode of published executables, agent profiles), every tool's
 // kept versions (versions.go: each publish is the tool's next version,
 // with its publisher and time; a rollback copies a kept one; the newest
-// -keep-versions are kept, the leader's value holding) and its agents
+// -keep-versions are kept, the leader's value holding), the trusted
+// publisher keys (trust.go: every change after the first key, and every
+// publish once a key is trusted, is refused by Apply itself unless a
+// trusted key's SSH signature over its manifest verifies) and its agents
 // (sessions, agents, loaded sets, revisions). Executable bytes are not in
 // the log or the state: a command names an executable by its SHA-256 and
 // size, and nodes keep and fetch the bytes outside Raft. Validate refuses

@@ -12,7 +12,8 @@ import (
 )
 
 // Event is a change the FSM made, reported to the observer after each
-// Apply. Kinds: tool+, tool-, agent+, agent-, load, unload, rollback. Name is the
+// Apply. Kinds: tool+, tool-, agent+, agent-, load, unload, rollback,
+// trust+, trust- (a key's name). Name is the
 // tool name; "S/A" for agents; "S/A/TOOL" for load and unload.
 type Event struct {
 	Index uint64
@@ -46,6 +47,8 @@ type FSM struct {
 	applied chan struct{} // closed and replaced when index moves
 	obs     Observer
 	logf    func(format string, args ...any)
+	// verdicts are TrustError's answers (trust.go).
+	verdicts verdicts
 }
 
 var _ raft.FSM = (*FSM)(nil)
@@ -78,6 +81,8 @@ var applyTable = map[CommandType]applyFunc{
 	CmdRevokeToken:      applyRevokeToken,
 	CmdSetKeepVersions:  applySetKeepVersions,
 	CmdRollback:         applyRollback,
+	CmdAddKey:           applyAddKey,
+	CmdRemoveKey:        applyRemoveKey,
 }
 
 // Apply applies one committed log entry and returns a Result or an error
@@ -198,8 +203,8 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err := json.NewDecoder(rc).Decode(st); err != nil {
 		return fmt.Errorf("raftfsm: restore: %w", err)
 	}
-	if st.Format != SnapshotFormat && st.Format != snapshotFormatV1 {
-		return fmt.Errorf("raftfsm: restore: a snapshot of format %d; this build reads formats %d and %d", st.Format, snapshotFormatV1, SnapshotFormat)
+	if st.Format != SnapshotFormat && st.Format != snapshotFormatV1 && st.Format != snapshotFormatV2 {
+		return fmt.Errorf("raftfsm: restore: a snapshot of format %d; this build reads formats %d to %d", st.Format, snapshotFormatV1, SnapshotFormat)
 	}
 	st.fill()
 	if st.Format == snapshotFormatV1 {

@@ -143,13 +143,13 @@ func TestFSM_ExecByDigest(t *testing.T) {
 }
 
 // A snapshot records its format; Restore takes this build's (and the
-// format before versions) and refuses any other, naming them, with the
+// formats before versions and before trusted keys) and refuses any other, naming them, with the
 // state left as it was.
 func TestFSM_SnapshotFormat(t *testing.T) {
 	h := newHarness(t, nil)
 	h.ok(CmdCreateSession, CreateSession{Name: "s"})
 	snap := snapshotBytes(t, h.fsm)
-	if !bytes.Contains(snap, []byte(`"format":2`)) {
+	if !bytes.Contains(snap, []byte(`"format":3`)) {
 		t.Fatalf("the snapshot does not record its format: %s", snap)
 	}
 	r := New(nil)
@@ -160,11 +160,11 @@ func TestFSM_SnapshotFormat(t *testing.T) {
 		t.Fatal("the restored state lacks the session")
 	}
 	for _, bad := range [][]byte{
-		bytes.Replace(snap, []byte(`"format":2`), []byte(`"format":3`), 1),
-		bytes.Replace(snap, []byte(`"format":2,`), nil, 1),
+		bytes.Replace(snap, []byte(`"format":3`), []byte(`"format":4`), 1),
+		bytes.Replace(snap, []byte(`"format":3,`), nil, 1),
 	} {
 		err := r.Restore(io.NopCloser(bytes.NewReader(bad)))
-		if err == nil || !strings.Contains(err.Error(), "this build reads formats 1 and 2") {
+		if err == nil || !strings.Contains(err.Error(), "this build reads formats 1 to 3") {
 			t.Fatalf("a snapshot of another format: %v", err)
 		}
 		if !r.HasSession("s") {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"sort"
+
+	"github.com/toolnode/toolnode/signing"
 )
 
 // Errors a refused command returns through the Raft future. They wrap
@@ -53,6 +55,10 @@ type Tool struct {
 	// Version is the number of its live version (versions.go); 0 for a
 	// tool that is not published yet.
 	Version uint64 `json:"version,omitempty"`
+	// Sig is the live version's armored SSH signature (empty: unsigned);
+	// Signer the trusted key that signed it when it was published.
+	Sig    []byte `json:"sig,omitempty"`
+	Signer string `json:"signer,omitempty"`
 }
 
 // Profile is a published agent profile; immutable like Tool.
@@ -119,11 +125,18 @@ func (s *Session) copy() *Session {
 
 // SnapshotFormat is the version of the snapshot's encoding (state as
 // JSON); a snapshot records it, and Restore refuses any other but 1, the
-// format before versions, whose published tools it takes as version 1.
-const SnapshotFormat = 2
+// format before versions, whose published tools it takes as version 1,
+// and 2, the format before trusted keys, which it restores with none.
+// A build that knows only format 2 refuses a snapshot of format 3, so a
+// node of an older build never restores the trusted keys away.
+const SnapshotFormat = 3
 
-// snapshotFormatV1 is the format before tools had versions.
-const snapshotFormatV1 = 1
+// snapshotFormatV1 is the format before tools had versions;
+// snapshotFormatV2 the format before trusted keys.
+const (
+	snapshotFormatV1 = 1
+	snapshotFormatV2 = 2
+)
 
 // state is everything the FSM holds. It is also the snapshot format.
 type state struct {
@@ -139,6 +152,8 @@ type state struct {
 	// default).
 	Versions     map[string]*History `json:"versions,omitempty"`
 	KeepVersions int                 `json:"keepVersions,omitempty"`
+	// Trust are the trusted publisher keys by name (trust.go).
+	Trust map[string]*TrustedKey `json:"trust,omitempty"`
 	// LastSession and LastAgent number generated names ("s1", "a1").
 	LastSession uint64 `json:"lastSession"`
 	LastAgent   uint64 `json:"lastAgent"`
@@ -150,6 +165,8 @@ type state struct {
 
 	// byHash finds a token by the hash of its secret; derived, not stored.
 	byHash map[string]*Token
+	// keys are Trust's keys parsed, sorted by name; derived, not stored.
+	keys []*signing.Key
 }
 
 func newState() *state {
@@ -159,6 +176,7 @@ func newState() *state {
 		Sessions: map[string]*Session{},
 		Tokens:   map[string]*Token{},
 		Versions: map[string]*History{},
+		Trust:    map[string]*TrustedKey{},
 		byHash:   map[string]*Token{},
 	}
 }
@@ -176,6 +194,8 @@ func (s *state) clone() *state {
 		Tokens:       make(map[string]*Token, len(s.Tokens)),
 		Versions:     maps.Clone(s.Versions),
 		KeepVersions: s.KeepVersions,
+		Trust:        maps.Clone(s.Trust),
+		keys:         s.keys,
 		byHash:       make(map[string]*Token, len(s.byHash)),
 	}
 	for k, v := range s.Tokens {
@@ -216,6 +236,10 @@ func (s *state) fill() {
 	if s.Versions == nil {
 		s.Versions = map[string]*History{}
 	}
+	if s.Trust == nil {
+		s.Trust = map[string]*TrustedKey{}
+	}
+	s.rekey()
 	s.byHash = make(map[string]*Token, len(s.Tokens))
 	for _, t := range s.Tokens {
 		s.byHash[t.Hash] = t

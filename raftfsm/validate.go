@@ -70,6 +70,8 @@ var validators = map[CommandType]validator{
 	CmdRevokeToken:      validateRevokeToken,
 	CmdSetKeepVersions:  validateSetKeepVersions,
 	CmdRollback:         validateRollback,
+	CmdAddKey:           validateAddKey,
+	CmdRemoveKey:        validateRemoveKey,
 }
 
 // Validate checks a log entry before it is proposed: a known command type
@@ -232,6 +234,9 @@ func validatePublishTools(body []byte, lim Limits) error {
 		if err := checkExec(t.Name, t.ExecHash, t.Size, t.Mode, lim); err != nil {
 			return err
 		}
+		if err := checkSig(t.Sig); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -276,6 +281,9 @@ func validatePutToolMeta(body []byte, lim Limits) error {
 	if err := checkPublisher(c.Publisher); err != nil {
 		return err
 	}
+	if err := checkSig(c.Sig); err != nil {
+		return err
+	}
 	return checkMeta(c.Name, c.Meta)
 }
 
@@ -302,6 +310,9 @@ func validatePutToolExec(body []byte, lim Limits) error {
 	if err := checkPublisher(c.Publisher); err != nil {
 		return err
 	}
+	if err := checkSig(c.Sig); err != nil {
+		return err
+	}
 	return checkExec(c.Name, c.ExecHash, c.Size, c.Mode, lim)
 }
 
@@ -317,6 +328,9 @@ func validateDropToolExec(body []byte, lim Limits) error {
 		return err
 	}
 	if err := checkTime(c.Time); err != nil {
+		return err
+	}
+	if err := checkSig(c.Sig); err != nil {
 		return err
 	}
 	return checkName("tool", c.Name)

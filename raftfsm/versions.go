@@ -159,7 +159,7 @@ func publisherOf(publisher, owner string) string {
 
 // sameContent reports whether tool t has the content of version v.
 func sameContent(t *Tool, v *Version) bool {
-	return bytes.Equal(t.Meta, v.Meta) && t.ExecHash == v.ExecHash && t.execMode() == v.execMode()
+	return bytes.Equal(t.Meta, v.Meta) && t.ExecHash == v.ExecHash && t.execMode() == v.execMode() && bytes.Equal(t.Sig, v.Sig)
 }
 
 func (t *Tool) execMode() uint32 {
@@ -198,7 +198,7 @@ func (s *state) recordVersion(name string, index uint64, publisher string, time 
 	default:
 		v = &Version{
 			State: StateLive, Meta: t.Meta, ExecHash: t.ExecHash, ExecSize: t.ExecSize, ExecMode: t.ExecMode,
-			Owner: t.Owner, From: from,
+			Owner: t.Owner, From: from, Sig: t.Sig, Signer: t.Signer,
 		}
 	}
 	if h == nil {
@@ -279,9 +279,13 @@ func applyRollback(st *state, index uint64, body []byte, ev *[]Event) any {
 	if !v.HasContent() {
 		return refuse(ErrInvalid, "invalid rollback: version %d of tool %q is a withdrawal; roll back to a version with content", c.Version, c.Name)
 	}
+	signer, err := st.verifyTool(c.Name, v.Meta, v.ExecHash, v.Sig)
+	if err != nil {
+		return refuse(ErrDenied, "%v: version %d cannot be rolled back to while it is not signed by a trusted key", err, c.Version)
+	}
 	t := &Tool{
 		Name: c.Name, Meta: v.Meta, ExecHash: v.ExecHash, ExecMode: v.ExecMode, ExecSize: v.ExecSize,
-		Owner: c.Owner, Origin: Origin9P, Index: index, Time: c.Time,
+		Owner: c.Owner, Origin: Origin9P, Index: index, Time: c.Time, Sig: v.Sig, Signer: signer,
 	}
 	if live, ok := h.Live(); ok && sameContent(t, live) {
 		// The live version already is that content: nothing to do.

@@ -176,3 +176,20 @@ func Names(keys []*Key) []string {
 	sort.Strings(out)
 	return out
 }
+
+// Parse checks that armored is an SSH signature in the toolnode
+// namespace and returns the fingerprint of the key that made it; it
+// verifies nothing.
+func Parse(armored []byte) (string, error) {
+	if len(bytes.TrimSpace(armored)) == 0 {
+		return "", ErrUnsigned
+	}
+	sig, err := sshsig.Unarmor(bytes.TrimSpace(armored))
+	if err != nil {
+		return "", fmt.Errorf("invalid: the signature is not an SSH signature (ssh-keygen -Y sign): %v", err)
+	}
+	if sig.Namespace != Namespace {
+		return "", fmt.Errorf("invalid: a signature for namespace %q, not %q (ssh-keygen -Y sign -n %s)", sig.Namespace, Namespace, Namespace)
+	}
+	return ssh.FingerprintSHA256(sig.PublicKey), nil
+}

@@ -24,6 +24,11 @@ const usage = `usage:
   toolnode tool [-a ADDR] versions NAME   a tool's kept versions (v/NAME/idx) as a table
   toolnode tool [-a ADDR] rollback NAME VERSION
                                            publish a copy of a kept version as the next one
+  toolnode trust [-a ADDR] [-key PRIVATEKEYFILE] add NAME PUBKEYFILE | ls | rm NAME
+                                           the publisher keys signatures are checked against
+  toolnode manifest NAME.meta [EXECUTABLE] print the manifest a publish is signed over
+  toolnode sign -key PRIVATEKEYFILE NAME.meta [EXECUTABLE]
+                                           write NAME.sig beside NAME.meta
   toolnode keygen                          print a new gossip key
   toolnode version                         the module version, commit and Go version of this binary
   toolnode tls ca [-dir D] [-days N]       make a CA: toolnode-ca.pem, toolnode-ca-key.pem
@@ -53,6 +58,12 @@ func main() {
 		err = token(args)
 	case "tool":
 		err = tool(args)
+	case "trust":
+		err = trust(args)
+	case "manifest":
+		err = manifest(args)
+	case "sign":
+		err = sign(args)
 	case "keygen":
 		err = keygen(args)
 	case "version":

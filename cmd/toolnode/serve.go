@@ -174,6 +174,7 @@ func serveFlags(o *serveOptions) *flag.FlagSet {
 		return nil
 	})
 	fs.IntVar(&cfg.KeepVersions, "keep-versions", node.DefaultKeepVersions, "newest versions of each tool the cluster keeps for v/ and rollback (the live one always), at most 1000; the leader's value holds")
+	fs.StringVar(&cfg.SignKey, "sign-key", "", "OpenSSH private key `FILE` (unencrypted) this node signs its tools directory's tools with when they have no NAME.sig; tools may not read it")
 	fs.StringVar(&o.workdirs, "workdirs", "", "`DIR`s a session's cwd must lie in, comma-separated")
 	fs.StringVar(&o.toolEnv, "tool-env", "", "variables passed to tools beyond the allow-list, comma-separated (`NAME`, or PREFIX* for a prefix)")
 	fs.BoolVar(&cfg.Insecure, "insecure", false, "start even when a port leaves loopback without its credential (logged loudly at every start)")
