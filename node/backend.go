@@ -235,6 +235,13 @@ func (n *Node) NodeInfo() string {
 	return b.String()
 }
 
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
 // Members is the text of cluster/members.
 func (n *Node) Members() string {
 	roles, _ := n.roles()

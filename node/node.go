@@ -451,13 +451,13 @@ func (n *Node) startP9Listener() error {
 			return fmt.Errorf("9P address: %w", err)
 		}
 	}
-	tcfg, err := loadP9TLS(n.cfg.P9TLSCert, n.cfg.P9TLSKey)
+	tcfg, err := p9.LoadTLS(n.cfg.P9TLSCert, n.cfg.P9TLSKey)
 	if err != nil {
 		ln.Close()
 		return err
 	}
 	if tcfg != nil {
-		ln = newTLSListener(ln, tcfg, p9HandshakeTimeout, p9MaxHandshakes, n.logger.Printf)
+		ln = p9.NewTLSListener(ln, tcfg, p9.TLSHandshakeTimeout, p9.TLSMaxHandshakes, n.logger.Printf)
 		n.p9tls = true
 		n.logger.Printf("9P over TLS on %s, certificate %s", ln.Addr(), n.cfg.P9TLSCert)
 	}

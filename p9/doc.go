@@ -183,6 +183,16 @@
 // connection holds at most Options.MaxFids fids, and its unfinished
 // uploads at most Options.MaxConnUploadBytes.
 //
+// # TLS
+//
+// LoadTLS reads the certificate and key of -9p-tls-cert and -9p-tls-key
+// (TLS 1.3; the server asks for no client certificate, the attach's token
+// says who a client is) and refuses, naming the flag, a pair that does
+// not belong together or a certificate no client would accept now.
+// NewTLSListener runs each handshake beside the accept loop under a
+// deadline, at most a bound at once, so Serve sees only connections whose
+// handshake is complete (tls.go).
+//
 // # What it must not touch
 //
 // p9 imports neither raftfsm, cluster nor registry: everything it serves
