@@ -84,7 +84,7 @@ type Node struct {
 	anon      p9.Role                   // of an attach without a token (tokens.go)
 
 	catalog *catalog.Catalog
-	events  *eventLog
+	events  *p9.EventRing
 	runner  *registry.Runner
 	sandbox string     // how tools are run, for the node file
 	calls   *callQueue // -max-calls
@@ -131,7 +131,7 @@ func New(cfg Config) (n *Node, err error) {
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.steps = newStartSteps(cfg.Logger)
-	n.events = newEventLog(4096)
+	n.events = p9.NewEventRing(4096)
 	if cfg.MetricsAddr != "" {
 		n.metrics = metrics.New(cfg.Name, n)
 	}

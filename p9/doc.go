@@ -88,7 +88,9 @@
 //
 // events starts each fid at Backend.LastEvent; a read returns whole
 // "INDEX KIND NAME" lines, waits up to Options.EventWait for one, and
-// returns 0 bytes when none came.
+// returns 0 bytes when none came. EventRing is an EventLog kept in
+// memory, a bounded ring of the newest events, that a Backend can serve
+// them from (eventring.go).
 //
 // Session names "new" and "idx" and an agent named "new" are shadowed by
 // the fixed files of their directories, and a tool named "idx" by t/idx;
