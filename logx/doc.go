@@ -12,6 +12,11 @@
 //     packages): each Write is one record; a leading timestamp of the
 //     log package is dropped, and a "[DEBUG]", "[INFO]", "[WARN]",
 //     "[ERR]" or "[ERROR]" prefix sets the level.
+//   - RaftStartNoise, RaftShutdownNoise and PeerHungUp recognise what
+//     Raft logs above INFO that is no fault (a cluster forming, a node
+//     stopping as it should, a peer hanging up), and ArgValue and ArgUint
+//     read hclog's key, value lists, for an HclogOptions.Adjust to
+//     re-level those lines (raft.go).
 //
 // The package knows nothing of toolnode: it imports only the standard
 // library and go-hclog.

@@ -189,11 +189,11 @@ func (n *Node) Profile(name string) ([]byte, bool) {
 
 // Events returns the node's events after an index.
 func (n *Node) Events(ctx context.Context, after uint64) ([]p9.Event, error) {
-	return n.events.since(ctx, after), nil
+	return n.events.Events(ctx, after)
 }
 
 // LastEvent is the newest event's index.
-func (n *Node) LastEvent() uint64 { return n.events.lastIndex() }
+func (n *Node) LastEvent() uint64 { return n.events.LastEvent() }
 
 // roles are the servers' Raft roles as cluster/members and node show
 // them, and the leader's name; a node not among them is a client. A
@@ -242,6 +242,13 @@ func (n *Node) NodeInfo() string {
 	fmt.Fprintf(&b, "9p-tls %s\n", onOff(n.p9tls))
 	fmt.Fprintf(&b, "sandbox %s\n", n.sandbox)
 	return b.String()
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
 }
 
 // Members is the text of cluster/members.

@@ -70,7 +70,8 @@
 // It tells the runner what tools may not read and checks
 // a published executable's digest before each run (sandbox.go).
 // With -9p-tls-cert and -9p-tls-key the 9P listener speaks TLS 1.3, each
-// handshake beside the accept loop under a deadline (p9tls.go).
+// handshake beside the accept loop under a deadline (package p9's
+// LoadTLS and NewTLSListener).
 // With -mcp it serves MCP over Streamable HTTP through package
 // mcpserve, as its mcpserve.Host: the sessions' 9P connections are
 // served by its own 9P server, their tokens checked against its FSM,

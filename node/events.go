@@ -1,87 +1,9 @@
 package node
 
 import (
-	"context"
-	"sync"
-
 	"github.com/toolnode/toolnode/p9"
 	"github.com/toolnode/toolnode/raftfsm"
 )
-
-// eventLog is the node's events stream: a bounded ring of the newest
-// events, numbered by this node in the order it saw them. Readers that
-// fall more than the ring's size behind skip to the oldest kept event.
-type eventLog struct {
-	mu   sync.Mutex
-	ring []p9.Event
-	max  int
-	last uint64
-	wake chan struct{} // closed and replaced on every add
-}
-
-func newEventLog(max int) *eventLog {
-	return &eventLog{max: max, wake: make(chan struct{})}
-}
-
-func (l *eventLog) add(kind, name string) {
-	l.addAll([]p9.Event{{Kind: kind, Name: name}})
-}
-
-// addAll adds events (their Index is set here) and wakes readers once.
-// The ring grows to twice its size before the oldest are dropped, so
-// that an entry of thousands of events is not copied for each one.
-func (l *eventLog) addAll(events []p9.Event) {
-	if len(events) == 0 {
-		return
-	}
-	l.mu.Lock()
-	for _, e := range events {
-		l.last++
-		e.Index = l.last
-		l.ring = append(l.ring, e)
-	}
-	if len(l.ring) > 2*l.max {
-		l.ring = append(l.ring[:0], l.ring[len(l.ring)-l.max:]...)
-	}
-	close(l.wake)
-	l.wake = make(chan struct{})
-	l.mu.Unlock()
-}
-
-// kept is the newest max events; l.mu is held.
-func (l *eventLog) kept() []p9.Event {
-	return l.ring[max(0, len(l.ring)-l.max):]
-}
-
-func (l *eventLog) lastIndex() uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.last
-}
-
-// since returns the events after index, blocking until there is one or
-// ctx is done (then nil).
-func (l *eventLog) since(ctx context.Context, after uint64) []p9.Event {
-	for {
-		l.mu.Lock()
-		var out []p9.Event
-		for _, e := range l.kept() {
-			if e.Index > after {
-				out = append(out, e)
-			}
-		}
-		wake := l.wake
-		l.mu.Unlock()
-		if len(out) > 0 {
-			return out
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-wake:
-		}
-	}
-}
 
 // Changed is the FSM observer: it records the events of an applied entry
 // and refreshes this node's view of the tools it names.
@@ -108,7 +30,7 @@ func (n *Node) Changed(events []raftfsm.Event) {
 			n.observePublished(e.Name)
 		}
 	}
-	n.events.addAll(seen)
+	n.events.AddAll(seen)
 	if len(tools) > 0 {
 		n.catalog.Update(tools, n.fsm.Tool)
 		kick(n.metaKick)

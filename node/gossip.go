@@ -96,10 +96,10 @@ func (n *Node) watchMembers() {
 		case ev := <-n.gossip.Events():
 			switch ev.Kind {
 			case cluster.NodeJoin:
-				n.events.add("node+", ev.Member.Name)
+				n.events.Add("node+", ev.Member.Name)
 				ps.Changed(time.Now(), n.savePeers)
 			case cluster.NodeLeave:
-				n.events.add("node-", ev.Member.Name)
+				n.events.Add("node-", ev.Member.Name)
 				// A client following that server leaves it now, not
 				// after five heartbeats of silence (a partition keeps
 				// the connection open).

@@ -25,7 +25,7 @@ func (n *Node) startMCP() error {
 			return fmt.Errorf("-mcp %s leaves loopback: give -9p-tls-cert and -9p-tls-key (MCP is then served over HTTPS with them), or reach it through an ssh tunnel", n.cfg.MCPAddr)
 		}
 		var err error
-		if tlsConf, err = loadP9TLS(n.cfg.P9TLSCert, n.cfg.P9TLSKey); err != nil {
+		if tlsConf, err = p9.LoadTLS(n.cfg.P9TLSCert, n.cfg.P9TLSKey); err != nil {
 			return err
 		}
 	}

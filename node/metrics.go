@@ -33,7 +33,7 @@ func (n *Node) startMetrics() error {
 	var tlsConf *tls.Config
 	if !loopbackAddr(n.cfg.MetricsAddr) && n.cfg.P9TLSCert != "" && n.cfg.P9TLSKey != "" {
 		var err error
-		if tlsConf, err = loadP9TLS(n.cfg.P9TLSCert, n.cfg.P9TLSKey); err != nil {
+		if tlsConf, err = p9.LoadTLS(n.cfg.P9TLSCert, n.cfg.P9TLSKey); err != nil {
 			return err
 		}
 	}

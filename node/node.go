@@ -89,7 +89,7 @@ type Node struct {
 	// dirSigner signs the tools directory's tools that have no NAME.sig
 	// (-sign-key); nil for none.
 	dirSigner *signing.Signer
-	events    *eventLog
+	events    *p9.EventRing
 	runner    *registry.Runner
 	sandbox   string     // how tools are run, for the node file
 	calls     *callQueue // -max-calls
@@ -136,7 +136,7 @@ func New(cfg Config) (n *Node, err error) {
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.steps = newStartSteps(cfg.Logger)
-	n.events = newEventLog(4096)
+	n.events = p9.NewEventRing(4096)
 	if cfg.MetricsAddr != "" {
 		n.metrics = metrics.New(cfg.Name, n)
 	}
@@ -462,13 +462,13 @@ func (n *Node) startP9Listener() error {
 			return fmt.Errorf("9P address: %w", err)
 		}
 	}
-	tcfg, err := loadP9TLS(n.cfg.P9TLSCert, n.cfg.P9TLSKey)
+	tcfg, err := p9.LoadTLS(n.cfg.P9TLSCert, n.cfg.P9TLSKey)
 	if err != nil {
 		ln.Close()
 		return err
 	}
 	if tcfg != nil {
-		ln = newTLSListener(ln, tcfg, p9HandshakeTimeout, p9MaxHandshakes, n.logger.Printf)
+		ln = p9.NewTLSListener(ln, tcfg, p9.TLSHandshakeTimeout, p9.TLSMaxHandshakes, n.logger.Printf)
 		n.p9tls = true
 		n.logger.Printf("9P over TLS on %s, certificate %s", ln.Addr(), n.cfg.P9TLSCert)
 	}

@@ -12,6 +12,7 @@ import (
 	"9fans.net/go/plan9"
 	"9fans.net/go/plan9/client"
 
+	"github.com/toolnode/toolnode/p9"
 	"github.com/toolnode/toolnode/p9proxy"
 )
 
@@ -32,11 +33,11 @@ func benchPaths(b *testing.B) p9Paths {
 	})
 	ca := newP9CA(b)
 	cert, key := ca.issue(b, b.TempDir(), nil)
-	scfg, err := loadP9TLS(cert, key)
+	scfg, err := p9.LoadTLS(cert, key)
 	if err != nil {
 		b.Fatal(err)
 	}
-	tln := newTLSListener(listen(b), scfg, p9HandshakeTimeout, p9MaxHandshakes, b.Logf)
+	tln := p9.NewTLSListener(listen(b), scfg, p9.TLSHandshakeTimeout, p9.TLSMaxHandshakes, b.Logf)
 	go n.p9.Serve(tln)
 	ccfg := &tls.Config{RootCAs: ca.pool, MinVersion: tls.VersionTLS13, ServerName: "127.0.0.1"}
 

@@ -88,7 +88,9 @@
 //
 // events starts each fid at Backend.LastEvent; a read returns whole
 // "INDEX KIND NAME" lines, waits up to Options.EventWait for one, and
-// returns 0 bytes when none came.
+// returns 0 bytes when none came. EventRing is an EventLog kept in
+// memory, a bounded ring of the newest events, that a Backend can serve
+// them from (eventring.go).
 //
 // Session names "new" and "idx" and an agent named "new" are shadowed by
 // the fixed files of their directories, and a tool named "idx" by t/idx;
@@ -192,6 +194,16 @@
 // admins; DropPrincipal ends the connections of a revoked token. One
 // connection holds at most Options.MaxFids fids, and its unfinished
 // uploads at most Options.MaxConnUploadBytes.
+//
+// # TLS
+//
+// LoadTLS reads the certificate and key of -9p-tls-cert and -9p-tls-key
+// (TLS 1.3; the server asks for no client certificate, the attach's token
+// says who a client is) and refuses, naming the flag, a pair that does
+// not belong together or a certificate no client would accept now.
+// NewTLSListener runs each handshake beside the accept loop under a
+// deadline, at most a bound at once, so Serve sees only connections whose
+// handshake is complete (tls.go).
 //
 // # What it must not touch
 //

@@ -1,4 +1,4 @@
-package node
+package p9
 
 import (
 	"context"
@@ -17,20 +17,20 @@ import (
 // listener speaks TLS 1.3. The server presents its certificate and asks
 // for none: who a client is, is the business of the token in its attach.
 
-// p9HandshakeTimeout is how long a client has, from its connect, to
+// TLSHandshakeTimeout is how long a client has, from its connect, to
 // complete the TLS handshake.
-const p9HandshakeTimeout = 10 * time.Second
+const TLSHandshakeTimeout = 10 * time.Second
 
-// p9MaxHandshakes is how many TLS handshakes run at once; a connection
+// TLSMaxHandshakes is how many TLS handshakes run at once; a connection
 // beyond it is closed at once, with a log line.
-const p9MaxHandshakes = 128
+const TLSMaxHandshakes = 128
 
-// loadP9TLS reads the 9P server's certificate and key. Both names empty:
+// LoadTLS reads the 9P server's certificate and key. Both names empty:
 // (nil, nil), plain 9P. One without the other, a file that cannot be read,
 // a key that is not the certificate's, or a certificate that no client
 // would accept now (expired, not yet valid, or not for serverAuth) is an
 // error that names the flag.
-func loadP9TLS(certFile, keyFile string) (*tls.Config, error) {
+func LoadTLS(certFile, keyFile string) (*tls.Config, error) {
 	if certFile == "" && keyFile == "" {
 		return nil, nil
 	}
@@ -97,6 +97,12 @@ func readP9TLSFile(flag, name string) ([]byte, error) {
 		return nil, fmt.Errorf("9P over TLS: cannot read %s (%s): %v", name, flag, err)
 	}
 	return b, nil
+}
+
+// NewTLSListener serves TLS with cfg on a TCP listener: each handshake
+// under timeout, at most max at once, failures logged through logf.
+func NewTLSListener(inner net.Listener, cfg *tls.Config, timeout time.Duration, max int, logf func(string, ...any)) net.Listener {
+	return newTLSListener(inner, cfg, timeout, max, logf)
 }
 
 // tlsListener serves TLS on a TCP listener. Unlike tls.NewListener, Accept
@@ -221,10 +227,3 @@ func (l *tlsListener) Close() error {
 }
 
 func (l *tlsListener) Addr() net.Addr { return l.inner.Addr() }
-
-func onOff(b bool) string {
-	if b {
-		return "on"
-	}
-	return "off"
-}

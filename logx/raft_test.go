@@ -1,9 +1,10 @@
-package node
+package logx
 
 import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"syscall"
 	"testing"
@@ -25,8 +26,8 @@ func TestRaftNoise(t *testing.T) {
 		{"failed to get previous log", []any{"previous-index", uint64(9), "last-index", uint64(7), "error", raft.ErrLogNotFound}, false},
 		{"failed to contact quorum of nodes, stepping down", nil, false},
 	} {
-		if got := raftStartNoise(c.msg, c.args); got != c.want {
-			t.Errorf("raftStartNoise(%q, %v) = %v, want %v", c.msg, c.args, got, c.want)
+		if got := RaftStartNoise(c.msg, c.args); got != c.want {
+			t.Errorf("RaftStartNoise(%q, %v) = %v, want %v", c.msg, c.args, got, c.want)
 		}
 	}
 
@@ -42,8 +43,23 @@ func TestRaftNoise(t *testing.T) {
 		{errors.New("msgpack decode error: invalid code"), false},
 		{"not an error", false},
 	} {
-		if got := peerHungUp([]any{"error", c.err}); got != c.want {
-			t.Errorf("peerHungUp(%v) = %v, want %v", c.err, got, c.want)
+		if got := PeerHungUp([]any{"error", c.err}); got != c.want {
+			t.Errorf("PeerHungUp(%v) = %v, want %v", c.err, got, c.want)
 		}
+	}
+}
+
+func TestArgUint(t *testing.T) {
+	args := []any{"previous-index", uint64(4), "peer", "n2"}
+	if got := ArgUint(args, "previous-index"); got != 4 {
+		t.Errorf("ArgUint(previous-index) = %d, want 4", got)
+	}
+	for _, key := range []string{"peer", "absent"} {
+		if got := ArgUint(args, key); got != math.MaxUint64 {
+			t.Errorf("ArgUint(%s) = %d, want the largest uint64", key, got)
+		}
+	}
+	if !RaftShutdownNoise("peer has newer term, stopping replication") || RaftShutdownNoise("failed to contact quorum of nodes, stepping down") {
+		t.Error("RaftShutdownNoise does not tell a handover from a lost quorum")
 	}
 }
