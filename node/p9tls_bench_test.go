@@ -5,7 +5,9 @@ import (
 	"crypto/tls"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,8 +43,17 @@ func benchPaths(b *testing.B) p9Paths {
 	go n.p9.Serve(tln)
 	ccfg := &tls.Config{RootCAs: ca.pool, MinVersion: tls.VersionTLS13, ServerName: "127.0.0.1"}
 
+	// The proxy presents the node's admin token, as a user's proxy would
+	// present theirs; the direct paths attach as the trusted anonymous
+	// user of this harness.
+	var token string
+	waitFor(b, "the admin token", 10*time.Second, func() bool {
+		secret, err := os.ReadFile(filepath.Join(n.cfg.DataDir, "admin.token"))
+		token = strings.TrimSpace(string(secret))
+		return err == nil && token != ""
+	})
 	proxyTo := func(dial func(ctx context.Context) (net.Conn, error)) string {
-		p, err := p9proxy.New(p9proxy.Options{Dial: dial, Token: "bench-token", Logf: b.Logf})
+		p, err := p9proxy.New(p9proxy.Options{Dial: dial, Token: token, Logf: b.Logf})
 		if err != nil {
 			b.Fatal(err)
 		}
