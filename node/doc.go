@@ -90,6 +90,15 @@
 // from its first read. Each step is logged at debug level ("start: ...",
 // startlog.go).
 //
-// Only node sees every other package; the others stay ignorant of each
-// other (registry ← raftfsm; p9, cluster and blobstore stand alone).
+// Every write forwarded to the leader carries the principal it is made
+// for (the caller's token, anon@IP, or node:NAME for this node's own
+// directories); the leader authorizes it with package fwdauth before it
+// appends it, and audits it as that principal via the forwarding node.
+// Every publish is the tool's next version (raftfsm), served in v/;
+// once trust/ holds a key, a publish must be signed by one, and this
+// node checks the signature of what it lists and runs against the keys
+// trusted now (trust.go).
+//
+// Only node sees every other package; which package imports which is
+// drawn in docs/layout.md.
 package node
