@@ -155,8 +155,8 @@ func newest(idx [][]string) uint64 {
 }
 
 // publishReport says what a publish made of the tool, from v/NAME/idx
-// before and after it: the versions made, newest last, and the state of
-// the newest, or that none was made.
+// before and after it: the versions made, newest last, and the state and
+// signer of the newest, or that none was made.
 func publishReport(name string, before, after [][]string) string {
 	old := newest(before)
 	var made [][]string
@@ -172,7 +172,7 @@ func publishReport(name string, before, after [][]string) string {
 		}
 		return fmt.Sprintf("%s: no new version: identical to the live one", name)
 	case 1:
-		return fmt.Sprintf("%s: version %s, %s", name, made[0][0], made[0][1])
+		return fmt.Sprintf("%s: version %s, %s%s", name, made[0][0], made[0][1], signedBy(made[0]))
 	}
 	nums := make([]string, len(made))
 	for i, l := range made {
@@ -181,5 +181,13 @@ func publishReport(name string, before, after [][]string) string {
 	last := made[len(made)-1]
 	// Without a signature to stage the executable by, its close and the
 	// metadata's are a version each.
-	return fmt.Sprintf("%s: versions %s (the executable, then the metadata); version %s is %s", name, strings.Join(nums, " and "), last[0], last[1])
+	return fmt.Sprintf("%s: versions %s (the executable, then the metadata); version %s is %s%s", name, strings.Join(nums, " and "), last[0], last[1], signedBy(last))
+}
+
+// signedBy names an idx line's signer, if it has one.
+func signedBy(l []string) string {
+	if len(l) == 6 && l[5] != "-" {
+		return ", signed by " + l[5]
+	}
+	return ""
 }

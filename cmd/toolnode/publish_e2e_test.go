@@ -94,18 +94,18 @@ func TestE2E_Publish(t *testing.T) {
 	put(3, 3)
 	refused("permission denied: unsigned", meta, exe)
 	idxIs("2 live", "1 old")
-	if out := published("-key", alice, meta, exe); out != "pubtool: version 3, live\n" {
+	if out := published("-key", alice, meta, exe); out != "pubtool: version 3, live, signed by alice\n" {
 		t.Fatalf("signed publish of a new .meta and executable: %q", out)
 	}
 	put(3, 4)
-	if out := published("-key", alice, meta, exe); out != "pubtool: version 4, live\n" {
+	if out := published("-key", alice, meta, exe); out != "pubtool: version 4, live, signed by alice\n" {
 		t.Fatalf("signed publish of a new executable: %q", out)
 	}
 	if out := published("-key", alice, meta, exe); !strings.Contains(out, "no new version") {
 		t.Fatalf("identical signed publish: %q", out)
 	}
 	put(5, 4)
-	if out := published("-key", alice, meta); out != "pubtool: version 5, live\n" {
+	if out := published("-key", alice, meta); out != "pubtool: version 5, live, signed by alice\n" {
 		t.Fatalf("signed publish of a .meta alone: %q", out)
 	}
 	idx = idxIs("5 live", "4 old", "3 old", "2 old", "1 old")
