@@ -84,6 +84,9 @@ func TestE2E_Publish(t *testing.T) {
 	writeFile(t, exe, greetScript(9), 0o755)
 	refused("invalid tool metadata in pubtool.meta", meta, exe)
 	idxIs("2 live", "1 old")
+	pollUntil(t, 5*time.Second, "the node's log line for the bad .meta", func() (bool, string) {
+		return strings.Contains(n.p.log.String(), "refused a write to t/pubtool.meta: invalid tool metadata in pubtool.meta"), ""
+	})
 	if s := mustRead9(t, n, "t/pubtool"); s != greetScript(1) {
 		t.Fatalf("a refused publish changed t/pubtool to %q", s)
 	}
@@ -94,6 +97,9 @@ func TestE2E_Publish(t *testing.T) {
 	put(3, 3)
 	refused("permission denied: unsigned", meta, exe)
 	idxIs("2 live", "1 old")
+	pollUntil(t, 5*time.Second, "the node's log line for the unsigned publish", func() (bool, string) {
+		return strings.Contains(n.p.log.String(), "refused the publish of pubtool by admin-p1: permission denied: unsigned"), ""
+	})
 	if out := published("-key", alice, meta, exe); out != "pubtool: version 3, live, signed by alice\n" {
 		t.Fatalf("signed publish of a new .meta and executable: %q", out)
 	}
