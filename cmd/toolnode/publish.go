@@ -48,6 +48,9 @@ func publish(args []string) error {
 	// A close of t/NAME.meta publishes the document without the white
 	// space around it: that is what is signed and compared.
 	meta = bytes.TrimSpace(meta)
+	if len(meta) == 0 {
+		return fmt.Errorf("%s is empty: a tool's metadata is a JSON object (DESIGN §1)", metaPath)
+	}
 	var exe []byte
 	if len(args) == 2 {
 		if exe, err = os.ReadFile(args[1]); err != nil {
@@ -79,7 +82,7 @@ func publish(args []string) error {
 		if err := write(fsys, "t/"+name+".meta", bytes.NewReader(meta)); err != nil {
 			return err
 		}
-		return fmt.Errorf("the node took %s, which does not parse here: %v", metaPath, perr)
+		return fmt.Errorf("%s does not parse here (%v), yet the node took it; the executable was not sent", metaPath, perr)
 	}
 	var sig []byte
 	if signer != nil {
