@@ -21,6 +21,9 @@ const usage = `usage:
   (9p, call: -tls-ca FILE or $TOOLNODE_CA for 9P over TLS; -token T or $TOOLNODE_TOKEN)
   toolnode mcp [-a ADDR] [-profile P]     an MCP server on stdin/stdout for one agent
   toolnode token [-a ADDR] [-data DIR] new -role ROLE NAME | ls | revoke NAME
+  toolnode publish [-a ADDR] [-key PRIVATEKEYFILE] NAME.meta [EXECUTABLE]
+                                           publish a tool (t/NAME.meta, t/NAME, signed with -key)
+                                           and print the version it made
   toolnode tool [-a ADDR] versions NAME   a tool's kept versions (v/NAME/idx) as a table
   toolnode tool [-a ADDR] rollback NAME VERSION
                                            publish a copy of a kept version as the next one
@@ -56,6 +59,8 @@ func main() {
 		err = mcpStdio(args)
 	case "token":
 		err = token(args)
+	case "publish":
+		err = publish(args)
 	case "tool":
 		err = tool(args)
 	case "trust":

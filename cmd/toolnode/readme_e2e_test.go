@@ -114,6 +114,21 @@ func TestREADMEExamples(t *testing.T) {
 			t.Errorf("a/helper.json = %q", got)
 		}
 	})
+	// Last: it trusts a key, after which unsigned publishes are refused.
+	t.Run("rolling out", func(t *testing.T) {
+		if _, err := exec.LookPath("ssh-keygen"); err != nil {
+			t.Skip("ssh-keygen (openssh-client) is not installed; .ci/run installs it")
+		}
+		out := run(t, t.TempDir(), readmeBlocks(t, readme, "## Rolling out a tool")[0])
+		for _, want := range []string{"greet: version 1, live\n", "greet: version 2, live\n", "live as version 3\n", "greet: version 4, live, signed by alice\n"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("the rolling-out example printed no %q:\n%s", want, out)
+			}
+		}
+		if !strings.HasSuffix(out, "hi v2\n") {
+			t.Errorf("the rolling-out example printed %q, want it to end with hi v2 from the signed version", out)
+		}
+	})
 	node.stop(t)
 	checkLog(t, "e2e", node.log.String())
 }
