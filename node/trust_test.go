@@ -196,6 +196,16 @@ func TestTrust_SignedPublishes(t *testing.T) {
 	if idx := readFile(t, f1, "v/greet/idx"); !strings.HasPrefix(idx, "1 live ") || !strings.HasSuffix(idx, " alice\n") {
 		t.Fatalf("v/greet/idx = %q", idx)
 	}
+	// A .meta signed as the file an editor saves (ending in a newline) and
+	// written through t/ as it is, which the node stores without the
+	// newline: the same manifest, accepted.
+	saved := []byte("{\"description\":\"says hello, saved\"}\n")
+	if err := publishSigned(fp, "greet", script, saved, alice.sign(t, signing.Tool("greet", saved, signing.Digest(script)))); err != nil {
+		t.Fatalf("a signed publish of a .meta ending in a newline: %v", err)
+	}
+	waitFor(t, "greet's second version on n1", 3*time.Second, func() bool {
+		return strings.HasPrefix(readFile(t, f1, "v/greet/idx"), "2 live ")
+	})
 	mustAsk(t, f1, "session/new", "name=s")
 	mustAsk(t, f1, "session/s/agent/new", "name=a")
 	mustAsk(t, f1, "session/s/agent/a/tools", "greet")

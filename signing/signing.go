@@ -37,8 +37,11 @@ func Digest(b []byte) string {
 
 // Tool is the manifest of a tool's version: its name, the SHA-256 of its
 // metadata, and the SHA-256 of its executable ("" for none, written -).
+// The metadata's digest is of the document without the white space
+// around it, as a node stores a .meta written through t/: the manifest of
+// a file on disk and of the version it became are the same.
 func Tool(name string, meta []byte, execDigest string) []byte {
-	return manifest(ToolManifest, name, Digest(meta), orDash(execDigest))
+	return manifest(ToolManifest, name, Digest(bytes.TrimSpace(meta)), orDash(execDigest))
 }
 
 // MCP is the manifest of an MCP server definition's version.

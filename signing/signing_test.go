@@ -156,3 +156,17 @@ func TestParseKeyRefusals(t *testing.T) {
 		t.Errorf("a passphrase-protected key: %v", err)
 	}
 }
+
+// A .meta signed as a file (ending in a newline) and the same document as
+// a node stores it from t/ (its surrounding white space removed) have one
+// manifest.
+func TestToolManifestIgnoresSurroundingSpace(t *testing.T) {
+	doc := []byte(`{"description":"x"}`)
+	a := Tool("x", append(append([]byte("\n "), doc...), '\n'), "")
+	if b := Tool("x", doc, ""); string(a) != string(b) {
+		t.Fatalf("manifests differ:\n%s\n%s", a, b)
+	}
+	if c := Tool("x", []byte(`{"description":"y"}`), ""); string(c) == string(a) {
+		t.Fatal("a changed document has the same manifest")
+	}
+}
