@@ -30,6 +30,9 @@ const (
 	CmdRollback        // versions.go
 	CmdAddKey          // trust.go
 	CmdRemoveKey       // trust.go
+	CmdCanary          // canary.go
+	CmdPromote         // canary.go
+	CmdAbort           // canary.go
 )
 
 // Origins of a publication: a node's watched directory, or a write into
@@ -60,6 +63,9 @@ var commandNames = map[CommandType]string{
 	CmdRollback:         "rollback",
 	CmdAddKey:           "add-key",
 	CmdRemoveKey:        "remove-key",
+	CmdCanary:           "canary",
+	CmdPromote:          "promote",
+	CmdAbort:            "abort",
 }
 
 func (t CommandType) String() string {
