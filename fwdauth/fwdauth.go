@@ -113,6 +113,9 @@ var need = map[raftfsm.CommandType]p9.Role{
 	raftfsm.CmdPutToken:         p9.RoleAdmin,
 	raftfsm.CmdRevokeToken:      p9.RoleAdmin,
 	raftfsm.CmdRollback:         p9.RolePublish,
+	raftfsm.CmdCanary:           p9.RolePublish,
+	raftfsm.CmdPromote:          p9.RolePublish,
+	raftfsm.CmdAbort:            p9.RolePublish,
 	raftfsm.CmdSetKeepVersions:  p9.RoleAdmin, // the leader's own; a member's is refused
 	raftfsm.CmdAddKey:           p9.RoleAdmin,
 	raftfsm.CmdRemoveKey:        p9.RoleAdmin,
@@ -231,7 +234,8 @@ func Describe(entry []byte) (action, target string) {
 	switch t {
 	case raftfsm.CmdCreateSession, raftfsm.CmdKillSession, raftfsm.CmdDropToolExec, raftfsm.CmdRevokeToken:
 		target = f.Name
-	case raftfsm.CmdPutToolMeta, raftfsm.CmdPutToolExec, raftfsm.CmdRollback, raftfsm.CmdAddKey, raftfsm.CmdRemoveKey:
+	case raftfsm.CmdPutToolMeta, raftfsm.CmdPutToolExec, raftfsm.CmdRollback, raftfsm.CmdAddKey, raftfsm.CmdRemoveKey,
+		raftfsm.CmdCanary, raftfsm.CmdPromote, raftfsm.CmdAbort:
 		target = f.Name
 	case raftfsm.CmdPutToken:
 		target = f.Name + " role=" + f.Role

@@ -242,7 +242,7 @@ func New(cfg Config) (n *Node, err error) {
 			n.steps.step("tools directory read", "scan", first.took.Round(10*time.Microsecond))
 		}
 	}
-	n.catalog.Rebuild(n.fsm.Tools, n.fsm.Tool)
+	n.catalog.Rebuild(n.liveTools, n.liveTool)
 	n.steps.step("catalog built", "tools", n.catalog.Count())
 	n.logDirs()
 	n.startPublisher(first)

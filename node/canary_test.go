@@ -1,0 +1,103 @@
+package node
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A canary node runs the canary version while another runs the live
+// one; promote makes it live on both; abort sends the canary node back.
+// A canary naming no member, and promote with no canary, are refused.
+func TestNode_CanaryPromoteAbort(t *testing.T) {
+	root := t.TempDir()
+	n1, _ := startBlobMember(t, "n1", root)
+	n2, _ := startBlobMember(t, "n2", root, n1.gossip.LocalAddr())
+	waitFor(t, "two voters", 10*time.Second, func() bool { return len(voters(n1)) == 2 })
+	fs1 := mount(t, n1.P9Addr())
+	script := func(word string) []byte { return []byte("#!/bin/sh\necho " + word + "\n") }
+	if err := put9(fs1, "t/c.meta", 0o644, []byte(`{"description":"c"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := put9(fs1, "t/c", 0o755, script("one")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	says := func(n *Node, _, want string) {
+		t.Helper()
+		session := "s" + n.cfg.Name
+		waitFor(t, n.cfg.Name+" runs the version saying "+want, 10*time.Second, func() bool {
+			out, err := n.Call(ctx, session, "a", "c", nil)
+			return err == nil && strings.TrimSpace(string(out)) == want
+		})
+	}
+	for _, n := range []*Node{n1, n2} {
+		waitFor(t, n.cfg.Name+" has c", 10*time.Second, func() bool { _, ok := n.catalog.Get("c"); return ok })
+		if _, err := callTool(ctx, t, n, "s"+n.cfg.Name, "c"); err != nil {
+			t.Fatalf("%s: %v", n.cfg.Name, err)
+		}
+	}
+	if err := tell(fs1, "v/c/ctl", "canary n9"); err == nil || !strings.Contains(err.Error(), "invalid canary: no node n9") {
+		t.Fatalf("a canary on no member: %v", err)
+	}
+	if err := tell(fs1, "v/c/ctl", "promote"); err == nil || !strings.Contains(err.Error(), `invalid promote: tool "c" has no canary`) {
+		t.Fatalf("promote with no canary: %v", err)
+	}
+
+	if err := tell(fs1, "v/c/ctl", "canary n2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := put9(fs1, "t/c", 0o755, script("two")); err != nil {
+		t.Fatal(err)
+	}
+	fs2 := mount(t, n2.P9Addr())
+	waitFor(t, "the canary in n2's idx", 10*time.Second, func() bool {
+		return strings.HasPrefix(readFile(t, fs2, "v/c/idx"), "3 canary ")
+	})
+	says(n2, "s", "two")
+	says(n1, "s", "one")
+	// t/ on each node serves the version live for it.
+	if got := readFile(t, fs2, "t/c"); got != string(script("two")) {
+		t.Fatalf("n2's t/c = %q", got)
+	}
+	if got := readFile(t, fs1, "t/c"); got != string(script("one")) {
+		t.Fatalf("n1's t/c = %q", got)
+	}
+
+	if err := tell(fs1, "v/c/ctl", "promote"); err != nil {
+		t.Fatal(err)
+	}
+	says(n1, "s", "two")
+	says(n2, "s", "two")
+	if !strings.HasPrefix(readFile(t, fs1, "v/c/idx"), "3 live ") {
+		t.Fatalf("idx after promote:\n%s", readFile(t, fs1, "v/c/idx"))
+	}
+
+	if err := tell(fs1, "v/c/ctl", "canary n1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := put9(fs1, "t/c", 0o755, script("three")); err != nil {
+		t.Fatal(err)
+	}
+	says(n1, "s", "three")
+	says(n2, "s", "two")
+	if err := tell(fs1, "v/c/ctl", "abort"); err != nil {
+		t.Fatal(err)
+	}
+	says(n1, "s", "two")
+	if got := readFile(t, fs1, "v/c/idx"); !strings.HasPrefix(got, "4 aborted ") {
+		t.Fatalf("idx after abort:\n%s", got)
+	}
+	var ev []string
+	for _, e := range n2.events.since(ctx, 0) {
+		ev = append(ev, e.Kind+" "+e.Name)
+	}
+	for _, want := range []string{"canary c", "promote c", "abort c"} {
+		if !slices.Contains(ev, want) {
+			t.Errorf("n2's events lack %q: %q", want, ev)
+		}
+	}
+}
