@@ -409,7 +409,9 @@ func (n *Node) runChecked(ctx context.Context, e *catalog.Entry, c *registry.Che
 	defer n.calls.release()
 	n.procsCall(1)
 	defer n.procsCall(-1)
-	return c.Run(ctx)
+	out, err := c.Run(ctx)
+	n.noteCanaryCall(e.Tool, err)
+	return out, err
 }
 
 // ownExecutable finds the executable a tool runs: the file in this node's

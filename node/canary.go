@@ -3,8 +3,11 @@ package node
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/toolnode/toolnode/p9"
@@ -139,4 +142,104 @@ func (a auditBackend) Abort(name string) error {
 	err := a.Node.abort(a.caller(), name, "")
 	a.record(start, a.who, "abort", name, err)
 	return err
+}
+
+// The automatic abort (DESIGN §8): each canary node counts the outcomes
+// of the canary version's calls it runs and reports them to the leader
+// at most once a second while it has new ones (a canary-report command);
+// the leader aborts a canary that is Failing, with a log line, an audit
+// line and the abort event.
+
+// canaryReportEvery is how often a canary node reports new outcomes and
+// the leader looks for failing canaries.
+const canaryReportEvery = time.Second
+
+// canaryOutcome is the count of a canary version's calls not yet
+// reported.
+type canaryOutcome struct {
+	version       uint64
+	calls, failed int64
+}
+
+// canaryTally holds the outcomes of the canary calls run here since the
+// last report, by tool.
+type canaryTally struct {
+	mu  sync.Mutex
+	out map[string]canaryOutcome
+}
+
+// noteCanaryCall counts one call of t run here when t is the canary
+// version live on this node.
+func (n *Node) noteCanaryCall(t *raftfsm.Tool, err error) {
+	c, ok := n.fsm.Canary(t.Name)
+	if !ok || !c.On(n.cfg.Name) || c.Tool.Version != t.Version {
+		return
+	}
+	n.tally.mu.Lock()
+	defer n.tally.mu.Unlock()
+	if n.tally.out == nil {
+		n.tally.out = map[string]canaryOutcome{}
+	}
+	o := n.tally.out[t.Name]
+	if o.version != t.Version {
+		o = canaryOutcome{version: t.Version}
+	}
+	o.calls++
+	if err != nil {
+		o.failed++
+	}
+	n.tally.out[t.Name] = o
+}
+
+// watchCanaries reports this node's canary outcomes and, on the leader,
+// aborts the failing canaries, each canaryReportEvery.
+func (n *Node) watchCanaries() {
+	defer n.wg.Done()
+	tick := time.NewTicker(canaryReportEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		n.reportCanaries()
+		if n.leading() {
+			n.abortFailing()
+		}
+	}
+}
+
+// reportCanaries proposes the outcomes counted since the last report.
+func (n *Node) reportCanaries() {
+	n.tally.mu.Lock()
+	out := n.tally.out
+	n.tally.out = nil
+	n.tally.mu.Unlock()
+	for _, name := range slices.Sorted(maps.Keys(out)) {
+		o := out[name]
+		_, err := n.apply(raftfsm.CmdCanaryReport, raftfsm.CanaryReport{
+			Name: name, Version: o.version, Node: n.cfg.Name, Calls: o.calls, Failed: o.failed,
+		})
+		if err != nil {
+			// A canary promoted or aborted since: nothing to count.
+			n.logger.Printf("versions: the report of %d calls (%d failed) of canary %s version %d was not counted: %v", o.calls, o.failed, name, o.version, err)
+		}
+	}
+}
+
+// abortFailing aborts every failing canary; run on the leader.
+func (n *Node) abortFailing() {
+	for _, c := range n.fsm.Canaries() {
+		if !c.Failing() {
+			continue
+		}
+		start := time.Now()
+		reason := fmt.Sprintf("%d of its %d calls failed", c.Failed, c.Calls)
+		err := n.abort(caller{}, c.Name, "automatic: "+reason)
+		n.record(start, "node:"+n.cfg.Name, "abort", c.Name+"@"+strconv.FormatUint(c.Tool.Version, 10)+" (automatic: "+reason+")", err)
+		if err == nil {
+			n.logger.Printf("versions: aborted the canary of %s, version %d on %s: %s (more than half of at least %d)", c.Name, c.Tool.Version, strings.Join(c.Nodes, ","), reason, raftfsm.FailMinCalls)
+		}
+	}
 }

@@ -101,3 +101,91 @@ func TestNode_CanaryPromoteAbort(t *testing.T) {
 		}
 	}
 }
+
+// A canary failing more than half of at least 5 calls is aborted by the
+// cluster within 5 s: its node runs the live version again, with a log
+// line on the leader and the abort event. The control: the same failing
+// canary marked manual stays.
+func TestNode_CanaryAutoAbort(t *testing.T) {
+	root := t.TempDir()
+	n1, log1 := startBlobMember(t, "n1", root)
+	n2, _ := startBlobMember(t, "n2", root, n1.gossip.LocalAddr())
+	waitFor(t, "two voters", 10*time.Second, func() bool { return len(voters(n1)) == 2 })
+	fs1 := mount(t, n1.P9Addr())
+	if err := put9(fs1, "t/c.meta", 0o644, []byte(`{"description":"c"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := put9(fs1, "t/c", 0o755, []byte("#!/bin/sh\necho fine\n")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	waitFor(t, "n2 has c", 10*time.Second, func() bool { _, ok := n2.catalog.Get("c"); return ok })
+	if _, err := callTool(ctx, t, n2, "s", "c"); err != nil {
+		t.Fatal(err)
+	}
+	failing := func(how string, word string) {
+		t.Helper()
+		if err := tell(fs1, "v/c/ctl", "canary n2"+how); err != nil {
+			t.Fatal(err)
+		}
+		if err := put9(fs1, "t/c", 0o755, []byte("#!/bin/sh\necho "+word+" >&2\nexit 1\n")); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "n2 running the canary", 10*time.Second, func() bool {
+			_, err := n2.Call(ctx, "s", "a", "c", nil)
+			return err != nil
+		})
+		for range 5 {
+			n2.Call(ctx, "s", "a", "c", nil)
+		}
+	}
+
+	// The control: a manual canary is not aborted.
+	failing(" manual", "manual")
+	deadline := time.Now().Add(3 * canaryReportEvery)
+	for time.Now().Before(deadline) {
+		c, ok := n1.fsm.Canary("c")
+		if !ok {
+			t.Fatal("a manual canary was aborted")
+		}
+		if c.Calls >= 6 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if c, ok := n1.fsm.Canary("c"); !ok || c.Calls < 6 || c.Failed < 6 {
+		t.Fatalf("the manual canary's reports: %+v", c)
+	}
+	// Two more rounds of the leader's check: still pending.
+	for end := time.Now().Add(2 * canaryReportEvery); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if _, ok := n1.fsm.Canary("c"); !ok {
+			t.Fatal("a manual canary was aborted")
+		}
+	}
+	if err := tell(fs1, "v/c/ctl", "abort"); err != nil {
+		t.Fatal(err)
+	}
+
+	failing("", "auto")
+	begin := time.Now()
+	waitFor(t, "the automatic abort", 5*time.Second, func() bool {
+		_, pending := n1.fsm.Canary("c")
+		return !pending
+	})
+	t.Logf("aborted %s after the sixth call", time.Since(begin).Round(time.Millisecond))
+	out, err := n2.Call(ctx, "s", "a", "c", nil)
+	if err != nil || strings.TrimSpace(string(out)) != "fine" {
+		t.Fatalf("n2 after the abort: %q %v", out, err)
+	}
+	if !strings.Contains(log1.String(), "versions: aborted the canary of c") {
+		t.Fatal("no log line for the automatic abort on the leader")
+	}
+	var kinds []string
+	for _, e := range n2.events.since(ctx, 0) {
+		kinds = append(kinds, e.Kind+" "+e.Name)
+	}
+	if n := strings.Count(strings.Join(kinds, ";"), "abort c"); n != 2 {
+		t.Fatalf("events: %q, want two aborts", kinds)
+	}
+}

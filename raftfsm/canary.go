@@ -31,6 +31,20 @@ type Canary struct {
 	Publisher string `json:"publisher,omitempty"`
 	Time      int64  `json:"time"`
 	Index     uint64 `json:"index"`
+	// Calls and Failed count the canary version's calls its nodes have
+	// reported, and those that failed (CanaryReport).
+	Calls  int64 `json:"calls,omitempty"`
+	Failed int64 `json:"failed,omitempty"`
+}
+
+// The automatic abort's rule: at least FailMinCalls calls, more than
+// half of them failed.
+const FailMinCalls = 5
+
+// Failing reports whether the cluster aborts the canary: not manual, and
+// at least FailMinCalls calls reported of which more than half failed.
+func (c *Canary) Failing() bool {
+	return c != nil && c.Tool != nil && !c.Manual && c.Calls >= FailMinCalls && 2*c.Failed > c.Calls
 }
 
 // On reports whether the canary is live on node.
@@ -65,6 +79,19 @@ type Abort struct {
 	Time      int64  `json:"time"`
 	Reason    string `json:"reason,omitempty"`
 }
+
+// CanaryReport is a canary node's report of the outcomes of the calls of
+// a canary version it ran since its last report.
+type CanaryReport struct {
+	Name    string `json:"name"`
+	Version uint64 `json:"version"`
+	Node    string `json:"node"`
+	Calls   int64  `json:"calls"`
+	Failed  int64  `json:"failed"`
+}
+
+// maxReportCalls bounds one report's counts.
+const maxReportCalls = 1 << 30
 
 // base is the record a publish of name builds on: its canary version's
 // while one is pending, else its live record.
@@ -241,6 +268,48 @@ func applyAbort(st *state, index uint64, body []byte, ev *[]Event) any {
 		*ev = append(*ev, Event{index, "tool+", c.Name})
 	}
 	return Result{}
+}
+
+func applyCanaryReport(st *state, index uint64, body []byte, ev *[]Event) any {
+	var c CanaryReport
+	if err := decode(body, &c); err != nil {
+		return err
+	}
+	cn := st.Canaries[c.Name]
+	if cn == nil || cn.Tool == nil || cn.Tool.Version != c.Version {
+		return refuse(ErrInvalid, "invalid canary report: tool %q has no canary version %d", c.Name, c.Version)
+	}
+	if !slices.Contains(cn.Nodes, c.Node) {
+		return refuse(ErrInvalid, "invalid canary report: %s is not a node of the canary of tool %q", c.Node, c.Name)
+	}
+	if c.Calls < 1 || c.Calls > maxReportCalls || c.Failed < 0 || c.Failed > c.Calls {
+		return refuse(ErrInvalid, "invalid canary report: %d calls, %d failed", c.Calls, c.Failed)
+	}
+	n := *cn
+	n.Calls += c.Calls
+	n.Failed += c.Failed
+	st.Canaries[c.Name] = &n
+	return Result{}
+}
+
+func validateCanaryReport(body []byte, lim Limits) error {
+	var c CanaryReport
+	if err := decodeStrict(body, &c); err != nil {
+		return err
+	}
+	if err := checkName("tool", c.Name); err != nil {
+		return err
+	}
+	if err := registry.ValidName(c.Node); err != nil {
+		return fmt.Errorf("bad node name %q: %v", c.Node, err)
+	}
+	if c.Version == 0 {
+		return fmt.Errorf("version 0 of tool %q: versions count from 1", c.Name)
+	}
+	if c.Calls < 1 || c.Calls > maxReportCalls || c.Failed < 0 || c.Failed > c.Calls {
+		return fmt.Errorf("%d calls, %d failed: between 1 and %d calls, at most as many failed", c.Calls, c.Failed, maxReportCalls)
+	}
+	return nil
 }
 
 // canaryNodes checks a canary's node names and returns them sorted, each

@@ -197,3 +197,37 @@ func TestCanary_Snapshot(t *testing.T) {
 		t.Fatalf("a format-3 snapshot: %v", err)
 	}
 }
+
+// Reports tally a canary's calls; Failing is the automatic abort's rule;
+// a report for another version or from a node not the canary's is
+// refused.
+func TestCanary_Reports(t *testing.T) {
+	h := newHarness(t, nil)
+	h.ok(CmdPublishTools, pubX("one", 10))
+	h.ok(CmdCanary, SetCanary{Name: "x", Nodes: []string{"n2", "n3"}})
+	h.fail(CmdCanaryReport, CanaryReport{Name: "x", Version: 2, Node: "n2", Calls: 1}, ErrInvalid)
+	h.ok(CmdPublishTools, pubX("two", 12))
+	h.fail(CmdCanaryReport, CanaryReport{Name: "x", Version: 2, Node: "n1", Calls: 1}, ErrInvalid)
+	h.fail(CmdCanaryReport, CanaryReport{Name: "x", Version: 1, Node: "n2", Calls: 1}, ErrInvalid)
+	h.fail(CmdCanaryReport, CanaryReport{Name: "x", Version: 2, Node: "n2", Calls: 1, Failed: 2}, ErrInvalid)
+	h.ok(CmdCanaryReport, CanaryReport{Name: "x", Version: 2, Node: "n2", Calls: 2, Failed: 2})
+	h.ok(CmdCanaryReport, CanaryReport{Name: "x", Version: 2, Node: "n3", Calls: 2, Failed: 1})
+	if c, _ := h.fsm.Canary("x"); c.Calls != 4 || c.Failed != 3 || c.Failing() {
+		t.Fatalf("after 4 calls, 3 failed: %+v failing=%v", c, c.Failing())
+	}
+	h.ok(CmdCanaryReport, CanaryReport{Name: "x", Version: 2, Node: "n3", Calls: 1})
+	if c, _ := h.fsm.Canary("x"); !c.Failing() {
+		t.Fatalf("5 calls, 3 failed, not failing: %+v", c)
+	}
+	h.ok(CmdCanaryReport, CanaryReport{Name: "x", Version: 2, Node: "n3", Calls: 1})
+	if c, _ := h.fsm.Canary("x"); c.Failing() {
+		t.Fatalf("6 calls, 3 failed (half, not more), failing: %+v", c)
+	}
+	m := &Canary{Tool: &Tool{}, Manual: true, Calls: 10, Failed: 10}
+	if m.Failing() {
+		t.Fatal("a manual canary is failing")
+	}
+	if err := Validate(MustEncode(CmdCanaryReport, CanaryReport{Name: "x", Version: 2, Node: "n2"})); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a report of no calls: %v", err)
+	}
+}

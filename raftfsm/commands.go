@@ -33,6 +33,7 @@ const (
 	CmdCanary          // canary.go
 	CmdPromote         // canary.go
 	CmdAbort           // canary.go
+	CmdCanaryReport    // canary.go
 )
 
 // Origins of a publication: a node's watched directory, or a write into
@@ -66,6 +67,7 @@ var commandNames = map[CommandType]string{
 	CmdCanary:           "canary",
 	CmdPromote:          "promote",
 	CmdAbort:            "abort",
+	CmdCanaryReport:     "canary-report",
 }
 
 func (t CommandType) String() string {

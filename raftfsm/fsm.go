@@ -87,6 +87,7 @@ var applyTable = map[CommandType]applyFunc{
 	CmdCanary:           applyCanary,
 	CmdPromote:          applyPromote,
 	CmdAbort:            applyAbort,
+	CmdCanaryReport:     applyCanaryReport,
 }
 
 // Apply applies one committed log entry and returns a Result or an error

@@ -75,6 +75,7 @@ var validators = map[CommandType]validator{
 	CmdCanary:           validateCanary,
 	CmdPromote:          validatePromote,
 	CmdAbort:            validateAbort,
+	CmdCanaryReport:     validateCanaryReport,
 }
 
 // Validate checks a log entry before it is proposed: a known command type
