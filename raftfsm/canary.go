@@ -3,6 +3,7 @@ package raftfsm
 import (
 	"fmt"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -437,13 +438,15 @@ func (f *FSM) ToolFor(name, node string) (*Tool, bool) {
 
 // ToolsFor is Tools with each tool's record live on node (ToolFor).
 func (f *FSM) ToolsFor(node string) []*Tool {
-	out := f.Tools()
 	f.mu.RLock()
-	defer f.mu.RUnlock()
-	for i, t := range out {
-		if c := f.st.Canaries[t.Name]; c.On(node) {
-			out[i] = c.Tool
+	out := make([]*Tool, 0, len(f.st.Tools))
+	for name, t := range f.st.Tools {
+		if c := f.st.Canaries[name]; c.On(node) {
+			t = c.Tool
 		}
+		out = append(out, t)
 	}
+	f.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }

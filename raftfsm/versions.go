@@ -287,8 +287,7 @@ func applyRollback(st *state, index uint64, body []byte, ev *[]Event) any {
 		Name: c.Name, Meta: v.Meta, ExecHash: v.ExecHash, ExecMode: v.ExecMode, ExecSize: v.ExecSize,
 		Owner: c.Owner, Origin: Origin9P, Index: index, Time: c.Time, Sig: v.Sig, Signer: signer,
 	}
-	aborted := st.Canaries[c.Name] != nil
-	if aborted {
+	if st.Canaries[c.Name] != nil {
 		// A rollback aborts a pending canary first.
 		st.abortCanary(c.Name)
 		*ev = append(*ev, Event{index, "abort", c.Name}, Event{index, "tool+", c.Name})
