@@ -91,15 +91,13 @@ func TestNode_CanaryPromoteAbort(t *testing.T) {
 	if got := readFile(t, fs1, "v/c/idx"); !strings.HasPrefix(got, "4 aborted ") {
 		t.Fatalf("idx after abort:\n%s", got)
 	}
-	var ev []string
-	for _, e := range n2.events.since(ctx, 0) {
-		ev = append(ev, e.Kind+" "+e.Name)
-	}
-	for _, want := range []string{"canary c", "promote c", "abort c"} {
-		if !slices.Contains(ev, want) {
-			t.Errorf("n2's events lack %q: %q", want, ev)
+	waitFor(t, "canary, promote and abort among n2's events", 5*time.Second, func() bool {
+		var ev []string
+		for _, e := range n2.events.since(ctx, 0) {
+			ev = append(ev, e.Kind+" "+e.Name)
 		}
-	}
+		return slices.Contains(ev, "canary c") && slices.Contains(ev, "promote c") && slices.Contains(ev, "abort c")
+	})
 }
 
 // A canary failing more than half of at least 5 calls is aborted by the
@@ -181,11 +179,11 @@ func TestNode_CanaryAutoAbort(t *testing.T) {
 	if !strings.Contains(log1.String(), "versions: aborted the canary of c") {
 		t.Fatal("no log line for the automatic abort on the leader")
 	}
-	var kinds []string
-	for _, e := range n2.events.since(ctx, 0) {
-		kinds = append(kinds, e.Kind+" "+e.Name)
-	}
-	if n := strings.Count(strings.Join(kinds, ";"), "abort c"); n != 2 {
-		t.Fatalf("events: %q, want two aborts", kinds)
-	}
+	waitFor(t, "two aborts among n2's events", 5*time.Second, func() bool {
+		var kinds []string
+		for _, e := range n2.events.since(ctx, 0) {
+			kinds = append(kinds, e.Kind+" "+e.Name)
+		}
+		return strings.Count(strings.Join(kinds, ";"), "abort c") == 2
+	})
 }
