@@ -113,6 +113,10 @@ var need = map[raftfsm.CommandType]p9.Role{
 	raftfsm.CmdPutToken:         p9.RoleAdmin,
 	raftfsm.CmdRevokeToken:      p9.RoleAdmin,
 	raftfsm.CmdRollback:         p9.RolePublish,
+	raftfsm.CmdCanary:           p9.RolePublish,
+	raftfsm.CmdPromote:          p9.RolePublish,
+	raftfsm.CmdAbort:            p9.RolePublish,
+	raftfsm.CmdCanaryReport:     p9.RoleAdmin, // a canary node's own
 	raftfsm.CmdSetKeepVersions:  p9.RoleAdmin, // the leader's own; a member's is refused
 	raftfsm.CmdAddKey:           p9.RoleAdmin,
 	raftfsm.CmdRemoveKey:        p9.RoleAdmin,
@@ -124,6 +128,7 @@ type fields struct {
 	Session string   `json:"session"`
 	Agent   string   `json:"agent"`
 	Owner   string   `json:"owner"`
+	Node    string   `json:"node"`
 	Origin  string   `json:"origin"`
 	Names   []string `json:"names"`
 	Role    string   `json:"role"`
@@ -200,7 +205,7 @@ func Check(st State, p Principal, entry []byte) error {
 }
 
 // checkNode is Check for node:NAME: its own directories' publications,
-// and the removal of a revoked token's session.
+// the removal of a revoked token's session, and its own canary reports.
 func checkNode(st State, p Principal, t raftfsm.CommandType, f fields) error {
 	switch t {
 	case raftfsm.CmdPublishTools, raftfsm.CmdWithdrawTools, raftfsm.CmdPublishProfiles, raftfsm.CmdWithdrawProfiles:
@@ -219,6 +224,11 @@ func checkNode(st State, p Principal, t raftfsm.CommandType, f fields) error {
 			}
 		}
 		return fmt.Errorf("%w: %s may remove only the sessions of a revoked token; session %q is %q's", ErrDenied, p.Name, f.Name, owner)
+	case raftfsm.CmdCanaryReport:
+		if f.Node != p.Via {
+			return fmt.Errorf("%w: %s may report only its own canary calls, not %s's", ErrDenied, p.Name, f.Node)
+		}
+		return nil
 	}
 	return fmt.Errorf("%w: %s may publish and withdraw only its own directories' tools and profiles, not %s", ErrDenied, p.Name, t)
 }
@@ -231,7 +241,8 @@ func Describe(entry []byte) (action, target string) {
 	switch t {
 	case raftfsm.CmdCreateSession, raftfsm.CmdKillSession, raftfsm.CmdDropToolExec, raftfsm.CmdRevokeToken:
 		target = f.Name
-	case raftfsm.CmdPutToolMeta, raftfsm.CmdPutToolExec, raftfsm.CmdRollback, raftfsm.CmdAddKey, raftfsm.CmdRemoveKey:
+	case raftfsm.CmdPutToolMeta, raftfsm.CmdPutToolExec, raftfsm.CmdRollback, raftfsm.CmdAddKey, raftfsm.CmdRemoveKey,
+		raftfsm.CmdCanary, raftfsm.CmdPromote, raftfsm.CmdAbort:
 		target = f.Name
 	case raftfsm.CmdPutToken:
 		target = f.Name + " role=" + f.Role

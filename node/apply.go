@@ -140,6 +140,9 @@ func (n *Node) validate(data []byte, from string) error {
 	if err == nil && !leaderSkipsSignatureCheck.Load() {
 		err = n.fsm.CheckSigned(data)
 	}
+	if err == nil {
+		err = n.checkCanary(data)
+	}
 	if err != nil {
 		n.logger.Printf("refused a command from %s: %v", from, err)
 	}

@@ -40,7 +40,7 @@ func (n *Node) ToolIndex() []p9.ToolEntry { return n.catalog.Visible() }
 
 // ToolNames lists every published tool.
 func (n *Node) ToolNames() []string {
-	tools := n.fsm.Tools()
+	tools := n.liveTools()
 	out := make([]string, 0, len(tools))
 	for _, t := range tools {
 		// With or without metadata yet: t/ lists what it has, but for a
@@ -55,7 +55,7 @@ func (n *Node) ToolNames() []string {
 
 // ToolMeta returns a tool's metadata as published.
 func (n *Node) ToolMeta(name string) ([]byte, bool) {
-	t, ok := n.fsm.Tool(name)
+	t, ok := n.liveTool(name)
 	if !ok || !t.Published() {
 		return nil, false
 	}
@@ -65,7 +65,7 @@ func (n *Node) ToolMeta(name string) ([]byte, bool) {
 // ToolExecutable returns a tool's published executable: its size, and
 // its file in the blob store, fetched first when it is not here yet.
 func (n *Node) ToolExecutable(name string) (p9.Executable, bool) {
-	t, ok := n.fsm.Tool(name)
+	t, ok := n.liveTool(name)
 	if !ok || t.ExecHash == "" {
 		return p9.Executable{}, false
 	}
@@ -135,7 +135,7 @@ func (n *Node) ToolDoc(name string) (string, error) {
 	if len(m.Args) > 0 {
 		fmt.Fprintf(&b, "\nArguments (JSON Schema): %s\n", compactJSON(m.Args))
 	}
-	if t, ok := n.fsm.Tool(name); ok {
+	if t, ok := n.liveTool(name); ok {
 		how := "from its tools directory"
 		if t.Origin == raftfsm.Origin9P {
 			how = "through 9P"
@@ -416,7 +416,9 @@ func (n *Node) runChecked(ctx context.Context, e *catalog.Entry, c *registry.Che
 	defer n.calls.release()
 	n.procsCall(1)
 	defer n.procsCall(-1)
-	return c.Run(ctx)
+	out, err := c.Run(ctx)
+	n.noteCanaryCall(e.Tool, err)
+	return out, err
 }
 
 // ownExecutable finds the executable a tool runs: the file in this node's

@@ -32,7 +32,7 @@ func (n *Node) Changed(events []raftfsm.Event) {
 	}
 	n.events.AddAll(seen)
 	if len(tools) > 0 {
-		n.catalog.Update(tools, n.fsm.Tool)
+		n.catalog.Update(tools, n.liveTool)
 		kick(n.metaKick)
 	}
 	if trust {
@@ -45,7 +45,7 @@ func (n *Node) Changed(events []raftfsm.Event) {
 // log line naming it, and one signed by a key just added comes back.
 func (n *Node) trustChanged() {
 	if !n.catalog.IsHeld() {
-		n.catalog.Rebuild(n.fsm.Tools, n.fsm.Tool)
+		n.catalog.Rebuild(n.liveTools, n.liveTool)
 	}
 	for _, t := range n.fsm.Tools() {
 		if !t.Published() {
@@ -62,7 +62,7 @@ func (n *Node) trustChanged() {
 // re-resolved.
 func (n *Node) Restored() {
 	if !n.catalog.IsHeld() {
-		n.catalog.Rebuild(n.fsm.Tools, n.fsm.Tool)
+		n.catalog.Rebuild(n.liveTools, n.liveTool)
 	}
 	n.blobs.MarkRescan() // its tools' indexes may be older than any seen
 	kick(n.metaKick)

@@ -93,6 +93,7 @@ type Node struct {
 	runner    *registry.Runner
 	sandbox   string     // how tools are run, for the node file
 	calls     *callQueue // -max-calls
+	tally     canaryTally
 	digests   sandbox.DigestCache
 	blobs     *blobs.Service // the executables' store, fetches and collection
 
@@ -242,7 +243,7 @@ func New(cfg Config) (n *Node, err error) {
 			n.steps.step("tools directory read", "scan", first.took.Round(10*time.Microsecond))
 		}
 	}
-	n.catalog.Rebuild(n.fsm.Tools, n.fsm.Tool)
+	n.catalog.Rebuild(n.liveTools, n.liveTool)
 	n.steps.step("catalog built", "tools", n.catalog.Count())
 	n.logDirs()
 	n.startPublisher(first)
@@ -251,6 +252,8 @@ func New(cfg Config) (n *Node, err error) {
 	n.startResolver()
 	n.wg.Add(1)
 	go n.collectBlobs()
+	n.wg.Add(1)
+	go n.watchCanaries()
 	// What this host can run is gossiped by advertise, beside 9P: encoding
 	// thousands of tools for memberlist need not hold up the first read.
 	kick(n.metaKick)

@@ -155,7 +155,7 @@ func (n *Node) startResolver() {
 			case <-n.ctx.Done():
 				return
 			case <-t.C:
-				if n.catalog.Rebuild(n.fsm.Tools, n.fsm.Tool) {
+				if n.catalog.Rebuild(n.liveTools, n.liveTool) {
 					kick(n.metaKick)
 					n.logger.Printf("re-resolved variants: this host now runs %d tools", n.catalog.Count())
 				}

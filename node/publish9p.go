@@ -20,7 +20,7 @@ func (n *Node) MaxExecutable() int64 { return n.maxExec() }
 
 // ToolExecMode is the mode of a tool's published executable.
 func (n *Node) ToolExecMode(name string) (uint32, bool) {
-	t, ok := n.fsm.Tool(name)
+	t, ok := n.liveTool(name)
 	if !ok || t.ExecHash == "" {
 		return 0, false
 	}
@@ -32,7 +32,7 @@ func (n *Node) ToolExecMode(name string) (uint32, bool) {
 
 // ToolTime is when a tool's current version was published.
 func (n *Node) ToolTime(name string) time.Time {
-	if t, ok := n.fsm.Tool(name); ok && t.Time > 0 {
+	if t, ok := n.liveTool(name); ok && t.Time > 0 {
 		return time.Unix(0, t.Time)
 	}
 	return time.Time{}

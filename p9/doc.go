@@ -172,7 +172,9 @@
 // that implements Versions (else v/ is empty): idx, one line per version
 // newest first ("VERSION STATE PUBLISHER TIME DIGEST SIGNER", '-' for an
 // empty field), VERSION.meta and VERSION (read-only), and ctl, which
-// takes "rollback VERSION" from the publish role.
+// takes "rollback VERSION" from the publish role, and, from a Backend
+// that implements Canaries too, "canary NODE[,NODE] [manual]", "promote"
+// and "abort".
 //
 // # Trusted keys and signatures
 //

@@ -14,7 +14,8 @@ import (
 //	                        VERSION STATE PUBLISHER TIME DIGEST SIGNER
 //	v/NAME/VERSION.meta  r  that version's metadata as published
 //	v/NAME/VERSION       r  that version's executable (when it has one)
-//	v/NAME/ctl           w  publish role: "rollback VERSION"
+//	v/NAME/ctl           w  publish role: "rollback VERSION", "canary
+//	                        NODE[,NODE] [manual]", "promote", "abort"
 
 // VersionEntry is one kept version of a tool: one line of v/NAME/idx.
 type VersionEntry struct {
@@ -42,6 +43,19 @@ type Versions interface {
 	// version and returns the version live after it; a version not kept
 	// is an error starting "invalid".
 	Rollback(name string, version uint64) (uint64, error)
+}
+
+// Canaries is the canary part of v/NAME/ctl; a Versions backend without
+// it refuses canary, promote and abort.
+type Canaries interface {
+	// Canary marks the tool's next publish as a canary live only on
+	// nodes; manual turns the automatic abort off.
+	Canary(name string, nodes []string, manual bool) error
+	// Promote makes the tool's canary live everywhere and returns its
+	// version.
+	Promote(name string) (uint64, error)
+	// Abort drops the tool's canary.
+	Abort(name string) error
 }
 
 func versionsOf(b Backend) Versions {
@@ -210,7 +224,7 @@ func (s *Server) versionContent(n *node) (int, time.Time) {
 	return 0, time.Time{}
 }
 
-const vCtlUsage = `v/NAME/ctl takes "rollback VERSION"`
+const vCtlUsage = `v/NAME/ctl takes "rollback VERSION", "canary NODE[,NODE] [manual]", "promote" or "abort"`
 
 // openVersion opens a file of v/NAME/ for b.
 func (s *Server) openVersion(b Backend, n *node) (handle, error) {
@@ -249,9 +263,14 @@ func (s *Server) openVersion(b Backend, n *node) (handle, error) {
 		return &answer{
 			run: perLine(func(_ *req, line string) ([]byte, error) {
 				f := strings.Fields(line)
-				switch {
-				case f[0] != "rollback":
+				switch f[0] {
+				case "rollback":
+				case "canary", "promote", "abort":
+					return nil, canaryCtl(vb, n.arg, line, f)
+				default:
 					return nil, fmt.Errorf("invalid command %q: %s", f[0], vCtlUsage)
+				}
+				switch {
 				case len(f) != 2:
 					return nil, fmt.Errorf("invalid command %q: %s", line, vCtlUsage)
 				}
@@ -266,4 +285,37 @@ func (s *Server) openVersion(b Backend, n *node) (handle, error) {
 		}, nil
 	}
 	return nil, fmt.Errorf("%s cannot be opened", n.path)
+}
+
+// canaryCtl runs a canary, promote or abort line of v/NAME/ctl.
+func canaryCtl(vb Versions, name, line string, f []string) error {
+	cb, ok := vb.(Canaries)
+	if !ok {
+		return errors.New("this node takes no canaries")
+	}
+	switch f[0] {
+	case "canary":
+		if len(f) < 2 || len(f) > 3 || (len(f) == 3 && f[2] != "manual") {
+			return fmt.Errorf("invalid command %q: %s", line, vCtlUsage)
+		}
+		var nodes []string
+		for _, x := range strings.Split(f[1], ",") {
+			if x == "" {
+				return fmt.Errorf("invalid canary: an empty node name in %q", f[1])
+			}
+			nodes = append(nodes, x)
+		}
+		return cb.Canary(name, nodes, len(f) == 3)
+	case "promote":
+		if len(f) != 1 {
+			return fmt.Errorf("invalid command %q: %s", line, vCtlUsage)
+		}
+		_, err := cb.Promote(name)
+		return err
+	default:
+		if len(f) != 1 {
+			return fmt.Errorf("invalid command %q: %s", line, vCtlUsage)
+		}
+		return cb.Abort(name)
+	}
 }

@@ -138,7 +138,8 @@ func TestVersions_Tree(t *testing.T) {
 		"rollback 9":   `invalid rollback: tool "echo" keeps no version 9`,
 		"rollback two": `invalid version "two"`,
 		"rollback":     `invalid command "rollback"`,
-		"promote":      `invalid command "promote": v/NAME/ctl takes "rollback VERSION"`,
+		"promote":      `this node takes no canaries`,
+		"frob":         `invalid command "frob": v/NAME/ctl takes "rollback VERSION"`,
 	} {
 		wantErr(t, ctlWrite(fs, "v/echo/ctl", line), msg)
 	}
@@ -203,4 +204,64 @@ func ctlWrite(fs *client.Fsys, path, text string) error {
 	defer fid.Close()
 	_, err = fid.WriteAt([]byte(text), 0)
 	return err
+}
+
+// canaryFake is a versionFake that takes canaries.
+type canaryFake struct {
+	*versionFake
+	cmu  sync.Mutex
+	cmds []string
+}
+
+func (f *canaryFake) Canary(name string, nodes []string, manual bool) error {
+	f.cmu.Lock()
+	defer f.cmu.Unlock()
+	f.cmds = append(f.cmds, fmt.Sprint("canary ", name, " ", strings.Join(nodes, "+"), " ", manual))
+	return nil
+}
+
+func (f *canaryFake) Promote(name string) (uint64, error) {
+	f.cmu.Lock()
+	defer f.cmu.Unlock()
+	f.cmds = append(f.cmds, "promote "+name)
+	return 4, nil
+}
+
+func (f *canaryFake) Abort(name string) error {
+	f.cmu.Lock()
+	defer f.cmu.Unlock()
+	f.cmds = append(f.cmds, "abort "+name)
+	return nil
+}
+
+// ctl takes canary, promote and abort from a backend with Canaries, and
+// refuses malformed lines naming the usage.
+func TestVersions_CanaryCtl(t *testing.T) {
+	b := &canaryFake{versionFake: newVersionFake()}
+	_, addr := startServer(t, b, Options{Attach: b.attach})
+	fs, err := mountAs(t, addr, "tok-p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{"canary n2,n3", "canary n2 manual", "promote", "abort"} {
+		if err := ctlWrite(fs, "v/echo/ctl", line); err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+	}
+	want := []string{"canary echo n2+n3 false", "canary echo n2 true", "promote echo", "abort echo"}
+	if !slices.Equal(b.cmds, want) {
+		t.Fatalf("commands = %q, want %q", b.cmds, want)
+	}
+	for line, msg := range map[string]string{
+		"canary":           `invalid command "canary"`,
+		"canary n2 auto":   `invalid command "canary n2 auto"`,
+		"canary n2,,n3":    `invalid canary: an empty node name`,
+		"promote now":      `invalid command "promote now"`,
+		"abort everything": `invalid command "abort everything"`,
+	} {
+		wantErr(t, ctlWrite(fs, "v/echo/ctl", line), msg)
+	}
+	if len(b.cmds) != len(want) {
+		t.Fatalf("a refused line reached the backend: %q", b.cmds)
+	}
 }

@@ -52,8 +52,7 @@ func applyPublishTools(st *state, index uint64, body []byte, ev *[]Event) any {
 			Name: t.Name, Meta: t.Meta, ExecHash: t.ExecHash, ExecMode: t.Mode, ExecSize: t.Size,
 			Owner: c.Owner, Origin: origin, Index: index, Time: c.Time, Sig: t.Sig, Signer: signers[i],
 		}
-		st.setTool(t.Name, n)
-		n.Version = st.recordVersion(t.Name, index, publisherOf(c.Publisher, c.Owner), c.Time, 0)
+		st.putTool(t.Name, n, index, publisherOf(c.Publisher, c.Owner), c.Time)
 		*ev = append(*ev, Event{index, "tool+", t.Name})
 	}
 	return Result{}
@@ -71,7 +70,7 @@ func applyPutToolMeta(st *state, index uint64, body []byte, ev *[]Event) any {
 		return refuse(ErrInvalid, "the metadata of tool %q is empty", c.Name)
 	}
 	t := &Tool{Name: c.Name, Meta: c.Meta, Owner: c.Owner, Origin: c.Origin, Index: index, Time: c.Time, Sig: c.Sig}
-	if old, ok := st.Tools[c.Name]; ok {
+	if old, ok := st.base(c.Name); ok {
 		t.ExecHash, t.ExecMode, t.ExecSize = old.ExecHash, old.ExecMode, old.ExecSize
 	}
 	signer, err := st.verifyTool(c.Name, t.Meta, t.ExecHash, c.Sig)
@@ -79,8 +78,7 @@ func applyPutToolMeta(st *state, index uint64, body []byte, ev *[]Event) any {
 		return err
 	}
 	t.Signer = signer
-	st.setTool(c.Name, t)
-	t.Version = st.recordVersion(c.Name, index, publisherOf(c.Publisher, c.Owner), c.Time, 0)
+	st.putTool(c.Name, t, index, publisherOf(c.Publisher, c.Owner), c.Time)
 	*ev = append(*ev, Event{index, "tool+", c.Name})
 	return Result{}
 }
@@ -97,7 +95,7 @@ func applyPutToolExec(st *state, index uint64, body []byte, ev *[]Event) any {
 		return refuse(ErrInvalid, "the executable hash of tool %q is not 64 lowercase hex digits", c.Name)
 	}
 	t := &Tool{Name: c.Name, ExecHash: c.ExecHash, ExecMode: c.Mode, ExecSize: c.Size, Owner: c.Owner, Origin: c.Origin, Index: index, Time: c.Time, Sig: c.Sig}
-	if old, ok := st.Tools[c.Name]; ok {
+	if old, ok := st.base(c.Name); ok {
 		t.Meta = old.Meta
 	}
 	if t.Published() {
@@ -109,8 +107,7 @@ func applyPutToolExec(st *state, index uint64, body []byte, ev *[]Event) any {
 		}
 		t.Signer = signer
 	}
-	st.setTool(c.Name, t)
-	t.Version = st.recordVersion(c.Name, index, publisherOf(c.Publisher, c.Owner), c.Time, 0)
+	st.putTool(c.Name, t, index, publisherOf(c.Publisher, c.Owner), c.Time)
 	if t.Published() {
 		*ev = append(*ev, Event{index, "tool+", c.Name})
 	}
@@ -122,7 +119,7 @@ func applyDropToolExec(st *state, index uint64, body []byte, ev *[]Event) any {
 	if err := decode(body, &c); err != nil {
 		return err
 	}
-	old, ok := st.Tools[c.Name]
+	old, ok := st.base(c.Name)
 	if !ok || old.ExecHash == "" {
 		return refuse(ErrNotFound, "tool %q has no published executable", c.Name)
 	}
@@ -143,8 +140,7 @@ func applyDropToolExec(st *state, index uint64, body []byte, ev *[]Event) any {
 	if c.Owner != "" {
 		t.Owner = c.Owner
 	}
-	st.setTool(c.Name, &t)
-	t.Version = st.recordVersion(c.Name, index, publisherOf(c.Publisher, t.Owner), t.Time, 0)
+	st.putTool(c.Name, &t, index, publisherOf(c.Publisher, t.Owner), t.Time)
 	*ev = append(*ev, Event{index, "tool+", c.Name})
 	return Result{}
 }
@@ -167,6 +163,10 @@ func applyWithdrawTools(st *state, index uint64, body []byte, ev *[]Event) any {
 		t, ok := st.Tools[name]
 		if !ok || (c.Owner != "" && t.Owner != c.Owner) || (c.Origin != "" && t.Origin != c.Origin) {
 			continue
+		}
+		if st.Canaries[name] != nil {
+			st.abortCanary(name)
+			*ev = append(*ev, Event{index, "abort", name})
 		}
 		st.setTool(name, nil)
 		st.recordVersion(name, index, publisherOf(c.Publisher, c.Owner), c.Time, 0)

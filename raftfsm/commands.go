@@ -30,6 +30,10 @@ const (
 	CmdRollback        // versions.go
 	CmdAddKey          // trust.go
 	CmdRemoveKey       // trust.go
+	CmdCanary          // canary.go
+	CmdPromote         // canary.go
+	CmdAbort           // canary.go
+	CmdCanaryReport    // canary.go
 )
 
 // Origins of a publication: a node's watched directory, or a write into
@@ -60,6 +64,10 @@ var commandNames = map[CommandType]string{
 	CmdRollback:         "rollback",
 	CmdAddKey:           "add-key",
 	CmdRemoveKey:        "remove-key",
+	CmdCanary:           "canary",
+	CmdPromote:          "promote",
+	CmdAbort:            "abort",
+	CmdCanaryReport:     "canary-report",
 }
 
 func (t CommandType) String() string {

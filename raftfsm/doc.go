@@ -6,8 +6,10 @@
 // size and mode of published executables, agent profiles), every tool's
 // kept versions (versions.go: each publish is the tool's next version,
 // with its publisher and time; a rollback copies a kept one; the newest
-// -keep-versions are kept, the leader's value holding), the trusted
-// publisher keys (trust.go: every change after the first key, and every
+// -keep-versions are kept, the leader's value holding), the pending
+// canaries (canary.go: a tool's next publish live only on named nodes
+// until promoted or aborted, with the outcomes its nodes report), the
+// trusted publisher keys (trust.go: every change after the first key, and every
 // publish once a key is trusted, is refused by Apply itself unless a
 // trusted key's SSH signature over its manifest verifies) and its agents
 // (sessions, agents, loaded sets, revisions). Executable bytes are not in

@@ -13,6 +13,7 @@ import (
 
 // Event is a change the FSM made, reported to the observer after each
 // Apply. Kinds: tool+, tool-, agent+, agent-, load, unload, rollback,
+// canary, promote, abort,
 // trust+, trust- (a key's name). Name is the
 // tool name; "S/A" for agents; "S/A/TOOL" for load and unload.
 type Event struct {
@@ -83,6 +84,10 @@ var applyTable = map[CommandType]applyFunc{
 	CmdRollback:         applyRollback,
 	CmdAddKey:           applyAddKey,
 	CmdRemoveKey:        applyRemoveKey,
+	CmdCanary:           applyCanary,
+	CmdPromote:          applyPromote,
+	CmdAbort:            applyAbort,
+	CmdCanaryReport:     applyCanaryReport,
 }
 
 // Apply applies one committed log entry and returns a Result or an error
@@ -203,7 +208,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err := json.NewDecoder(rc).Decode(st); err != nil {
 		return fmt.Errorf("raftfsm: restore: %w", err)
 	}
-	if st.Format != SnapshotFormat && st.Format != snapshotFormatV1 && st.Format != snapshotFormatV2 {
+	if st.Format != SnapshotFormat && st.Format != snapshotFormatV1 && st.Format != snapshotFormatV2 && st.Format != snapshotFormatV3 {
 		return fmt.Errorf("raftfsm: restore: a snapshot of format %d; this build reads formats %d to %d", st.Format, snapshotFormatV1, SnapshotFormat)
 	}
 	st.fill()

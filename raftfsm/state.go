@@ -126,16 +126,20 @@ func (s *Session) copy() *Session {
 // SnapshotFormat is the version of the snapshot's encoding (state as
 // JSON); a snapshot records it, and Restore refuses any other but 1, the
 // format before versions, whose published tools it takes as version 1,
-// and 2, the format before trusted keys, which it restores with none.
-// A build that knows only format 2 refuses a snapshot of format 3, so a
-// node of an older build never restores the trusted keys away.
-const SnapshotFormat = 3
+// 2, the format before trusted keys, which it restores with none, and 3,
+// the format before canaries, which it restores with none pending. A
+// build that knows only format 3 refuses a snapshot of format 4, so a
+// node of an older build never restores the trusted keys or a canary
+// away.
+const SnapshotFormat = 4
 
 // snapshotFormatV1 is the format before tools had versions;
-// snapshotFormatV2 the format before trusted keys.
+// snapshotFormatV2 the format before trusted keys; snapshotFormatV3 the
+// format before canaries.
 const (
 	snapshotFormatV1 = 1
 	snapshotFormatV2 = 2
+	snapshotFormatV3 = 3
 )
 
 // state is everything the FSM holds. It is also the snapshot format.
@@ -154,6 +158,8 @@ type state struct {
 	KeepVersions int                 `json:"keepVersions,omitempty"`
 	// Trust are the trusted publisher keys by name (trust.go).
 	Trust map[string]*TrustedKey `json:"trust,omitempty"`
+	// Canaries are the tools' pending canaries by tool (canary.go).
+	Canaries map[string]*Canary `json:"canaries,omitempty"`
 	// LastSession and LastAgent number generated names ("s1", "a1").
 	LastSession uint64 `json:"lastSession"`
 	LastAgent   uint64 `json:"lastAgent"`
@@ -177,6 +183,7 @@ func newState() *state {
 		Tokens:   map[string]*Token{},
 		Versions: map[string]*History{},
 		Trust:    map[string]*TrustedKey{},
+		Canaries: map[string]*Canary{},
 		byHash:   map[string]*Token{},
 	}
 }
@@ -195,6 +202,7 @@ func (s *state) clone() *state {
 		Versions:     maps.Clone(s.Versions),
 		KeepVersions: s.KeepVersions,
 		Trust:        maps.Clone(s.Trust),
+		Canaries:     maps.Clone(s.Canaries),
 		keys:         s.keys,
 		byHash:       make(map[string]*Token, len(s.byHash)),
 	}
@@ -238,6 +246,9 @@ func (s *state) fill() {
 	}
 	if s.Trust == nil {
 		s.Trust = map[string]*TrustedKey{}
+	}
+	if s.Canaries == nil {
+		s.Canaries = map[string]*Canary{}
 	}
 	s.rekey()
 	s.byHash = make(map[string]*Token, len(s.Tokens))

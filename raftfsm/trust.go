@@ -352,7 +352,7 @@ func (f *FSM) CheckSigned(entry []byte) error {
 			return nil
 		}
 		exec := ""
-		if old, ok := st.Tools[c.Name]; ok {
+		if old, ok := st.base(c.Name); ok {
 			exec = old.ExecHash
 		}
 		_, err := st.verifyTool(c.Name, c.Meta, exec, c.Sig)
@@ -362,7 +362,7 @@ func (f *FSM) CheckSigned(entry []byte) error {
 		if decode(body, &c) != nil {
 			return nil
 		}
-		if old, ok := st.Tools[c.Name]; ok && old.Published() {
+		if old, ok := st.base(c.Name); ok && old.Published() {
 			_, err := st.verifyTool(c.Name, old.Meta, c.ExecHash, c.Sig)
 			return err
 		}
@@ -371,7 +371,7 @@ func (f *FSM) CheckSigned(entry []byte) error {
 		if decode(body, &c) != nil {
 			return nil
 		}
-		if old, ok := st.Tools[c.Name]; ok && old.Published() {
+		if old, ok := st.base(c.Name); ok && old.Published() {
 			_, err := st.verifyTool(c.Name, old.Meta, "", c.Sig)
 			return err
 		}

@@ -72,6 +72,10 @@ var validators = map[CommandType]validator{
 	CmdRollback:         validateRollback,
 	CmdAddKey:           validateAddKey,
 	CmdRemoveKey:        validateRemoveKey,
+	CmdCanary:           validateCanary,
+	CmdPromote:          validatePromote,
+	CmdAbort:            validateAbort,
+	CmdCanaryReport:     validateCanaryReport,
 }
 
 // Validate checks a log entry before it is proposed: a known command type

@@ -287,8 +287,13 @@ func applyRollback(st *state, index uint64, body []byte, ev *[]Event) any {
 		Name: c.Name, Meta: v.Meta, ExecHash: v.ExecHash, ExecMode: v.ExecMode, ExecSize: v.ExecSize,
 		Owner: c.Owner, Origin: Origin9P, Index: index, Time: c.Time, Sig: v.Sig, Signer: signer,
 	}
+	if st.Canaries[c.Name] != nil {
+		// A rollback aborts a pending canary first.
+		st.abortCanary(c.Name)
+		*ev = append(*ev, Event{index, "abort", c.Name}, Event{index, "tool+", c.Name})
+	}
 	if live, ok := h.Live(); ok && sameContent(t, live) {
-		// The live version already is that content: nothing to do.
+		// The live version already is that content: nothing more to do.
 		return Result{Name: strconv.FormatUint(live.Version, 10)}
 	}
 	st.setTool(c.Name, t)

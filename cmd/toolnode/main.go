@@ -27,6 +27,10 @@ const usage = `usage:
   toolnode tool [-a ADDR] versions NAME   a tool's kept versions (v/NAME/idx) as a table
   toolnode tool [-a ADDR] rollback NAME VERSION
                                            publish a copy of a kept version as the next one
+  toolnode tool [-a ADDR] canary [-manual] NAME NODE[,NODE]
+                                           make the tool's next publish live only on those nodes
+  toolnode tool [-a ADDR] promote NAME | abort NAME
+                                           make the canary live everywhere, or drop it
   toolnode trust [-a ADDR] [-key PRIVATEKEYFILE] add NAME PUBKEYFILE | ls | rm NAME
                                            the publisher keys signatures are checked against
   toolnode manifest NAME.meta [EXECUTABLE] print the manifest a publish is signed over

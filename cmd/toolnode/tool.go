@@ -14,12 +14,13 @@ import (
 	"9fans.net/go/plan9/client"
 )
 
-const toolUsage = "usage: toolnode tool [-a ADDR] versions NAME | rollback NAME VERSION"
+const toolUsage = "usage: toolnode tool [-a ADDR] versions NAME | rollback NAME VERSION | canary [-manual] NAME NODE[,NODE] | promote NAME | abort NAME"
 
-// tool is `toolnode tool versions NAME | rollback NAME VERSION`: a thin
-// client of v/NAME/ (DESIGN §8). versions prints v/NAME/idx as a table;
-// rollback writes "rollback VERSION" to v/NAME/ctl and prints the
-// version it made live.
+// tool is `toolnode tool versions NAME | rollback NAME VERSION | canary
+// NAME NODES | promote NAME | abort NAME`: a thin client of v/NAME/
+// (DESIGN §8). versions prints v/NAME/idx as a table; rollback writes
+// "rollback VERSION" to v/NAME/ctl and prints the version it made live;
+// canary, promote and abort write their line to v/NAME/ctl.
 func tool(args []string) error {
 	fs := newFlagSet("tool", strings.TrimPrefix(toolUsage, "usage: toolnode "))
 	addr := fs.String("a", defaultAddr(), "node 9P address")
@@ -32,9 +33,14 @@ func tool(args []string) error {
 		return errors.New(toolUsage)
 	}
 	verb, args := args[0], args[1:]
+	manual := false
+	if verb == "canary" && len(args) > 0 && (args[0] == "-manual" || args[0] == "--manual") {
+		manual, args = true, args[1:]
+	}
 	switch {
-	case verb == "versions" && len(args) == 1, verb == "rollback" && len(args) == 2:
-	case verb == "versions" || verb == "rollback":
+	case verb == "versions" && len(args) == 1, verb == "rollback" && len(args) == 2,
+		verb == "canary" && len(args) == 2, (verb == "promote" || verb == "abort") && len(args) == 1:
+	case verb == "versions" || verb == "rollback" || verb == "canary" || verb == "promote" || verb == "abort":
 		return errors.New(toolUsage)
 	default:
 		return fmt.Errorf("unknown tool verb %q\n%s", verb, toolUsage)
@@ -48,8 +54,11 @@ func tool(args []string) error {
 		return err
 	}
 	defer fsys.Close()
-	if verb == "versions" {
+	switch verb {
+	case "versions":
 		return versionsTable(fsys, name, os.Stdout)
+	case "canary", "promote", "abort":
+		return canaryVerb(fsys, verb, name, args[1:], manual)
 	}
 	if _, err := strconv.ParseUint(args[1], 10, 64); err != nil {
 		return fmt.Errorf("invalid version %q: a version is a number that toolnode tool versions %s lists", args[1], name)
@@ -68,6 +77,43 @@ func tool(args []string) error {
 		}
 	}
 	fmt.Printf("%s: rolled back to version %s\n", name, args[1])
+	return nil
+}
+
+// canaryVerb writes a canary, promote or abort line to v/NAME/ctl and
+// says what it did.
+func canaryVerb(fsys *client.Fsys, verb, name string, args []string, manual bool) error {
+	line := verb
+	if verb == "canary" {
+		if args[0] == "" || strings.ContainsAny(args[0], " \t\n") {
+			return fmt.Errorf("invalid canary nodes %q: NODE[,NODE], no spaces", args[0])
+		}
+		line += " " + args[0]
+		if manual {
+			line += " manual"
+		}
+	}
+	if err := tell(fsys, "v/"+name+"/ctl", line); err != nil {
+		return err
+	}
+	switch verb {
+	case "canary":
+		fmt.Printf("%s: the next publish is a canary on %s\n", name, args[0])
+	case "promote":
+		idx, err := readIdx(fsys, name)
+		if err != nil {
+			return err
+		}
+		for _, l := range idx {
+			if len(l) > 1 && l[1] == "live" {
+				fmt.Printf("%s: canary promoted, live everywhere as version %s\n", name, l[0])
+				return nil
+			}
+		}
+		fmt.Printf("%s: canary promoted\n", name)
+	default:
+		fmt.Printf("%s: canary aborted\n", name)
+	}
 	return nil
 }
 
