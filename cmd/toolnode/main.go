@@ -21,7 +21,7 @@ const usage = `usage:
   (9p, call: -tls-ca FILE or $TOOLNODE_CA for 9P over TLS; -token T or $TOOLNODE_TOKEN)
   toolnode mcp [-a ADDR] [-profile P]     an MCP server on stdin/stdout for one agent
   toolnode token [-a ADDR] [-data DIR] new -role ROLE NAME | ls | revoke NAME
-  toolnode publish [-a ADDR] [-key PRIVATEKEYFILE] NAME.meta [EXECUTABLE]
+  toolnode publish [-a ADDR] [-key PRIVATEKEYFILE] [-canary NODE[,NODE]] NAME.meta [EXECUTABLE]
                                            publish a tool (t/NAME.meta, t/NAME, signed with -key)
                                            and print the version it made
   toolnode tool [-a ADDR] versions NAME   a tool's kept versions (v/NAME/idx) as a table

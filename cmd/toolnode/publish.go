@@ -15,7 +15,7 @@ import (
 	"github.com/toolnode/toolnode/signing"
 )
 
-const publishUsage = "usage: toolnode publish [-a ADDR] [-key PRIVATEKEYFILE] NAME.meta [EXECUTABLE]"
+const publishUsage = "usage: toolnode publish [-a ADDR] [-key PRIVATEKEYFILE] [-canary NODE[,NODE]] NAME.meta [EXECUTABLE]"
 
 // publish is `toolnode publish [-key FILE] NAME.meta [EXECUTABLE]`: a
 // thin client of t/ (DESIGN §8). It writes t/NAME.sig (with -key: the
@@ -23,14 +23,20 @@ const publishUsage = "usage: toolnode publish [-a ADDR] [-key PRIVATEKEYFILE] NA
 // given; mode 0755) and t/NAME.meta through one attach, then reads
 // v/NAME/idx and prints the version the publish made, or that it made
 // none. Without an executable the tool keeps its live one, and -key
-// signs the manifest over that one's digest.
+// signs the manifest over that one's digest. With -canary it first
+// writes "canary NODES" to v/NAME/ctl on the same attach, so the publish
+// is live only on those nodes until it is promoted or aborted.
 func publish(args []string) error {
 	fs := newFlagSet("publish", strings.TrimPrefix(publishUsage, "usage: toolnode "))
 	addr := fs.String("a", defaultAddr(), "node 9P address")
 	keyFile := fs.String("key", "", "OpenSSH private key file (unencrypted) of a trusted key, to sign the publish (needed once a key is trusted)")
+	canary := fs.String("canary", "", "make the publish a canary live only on these nodes (NODE[,NODE]) until toolnode tool promote or abort")
 	cred := credFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *canary != "" && strings.ContainsAny(*canary, " \t\n") {
+		return fmt.Errorf("invalid -canary %q: NODE[,NODE], no spaces", *canary)
 	}
 	args = fs.Args()
 	if len(args) < 1 || len(args) > 2 || !strings.HasSuffix(args[0], ".meta") {
@@ -84,6 +90,11 @@ func publish(args []string) error {
 		}
 		return fmt.Errorf("%s does not parse here (%v), yet the node took it; the executable was not sent", metaPath, perr)
 	}
+	if *canary != "" {
+		if err := tell(fsys, "v/"+name+"/ctl", "canary "+*canary); err != nil {
+			return err
+		}
+	}
 	var sig []byte
 	if signer != nil {
 		digest := ""
@@ -124,7 +135,15 @@ func publish(args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Println(publishReport(name, before, after))
+	report := publishReport(name, before, after)
+	if *canary != "" {
+		if newest(after) > newest(before) {
+			report += " on " + *canary
+		} else {
+			report += "; the canary on " + *canary + " waits for the next publish (toolnode tool abort " + name + " drops it)"
+		}
+	}
+	fmt.Println(report)
 	return nil
 }
 

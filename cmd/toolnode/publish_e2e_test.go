@@ -127,4 +127,17 @@ func TestE2E_Publish(t *testing.T) {
 		s, err := read9(addr, "t/pubtool")
 		return err == nil && s == greetScript(4), fmt.Sprintf("%q %v", s, err)
 	})
+
+	// -canary: the canary and the publish in one step; a node the
+	// cluster does not know is refused, and nothing is published.
+	put(6, 4)
+	refused("invalid canary: no node nowhere", "-key", alice, "-canary", "nowhere", meta)
+	idxIs("5 live", "4 old", "3 old", "2 old", "1 old")
+	if out := published("-key", alice, "-canary", "p1", meta); out != "pubtool: version 6, canary, signed by alice on p1\n" {
+		t.Fatalf("publish -canary: %q", out)
+	}
+	idxIs("6 canary", "5 live", "4 old", "3 old", "2 old", "1 old")
+	if out := cliOK(t, e, "", "tool", "-a", addr, "promote", "pubtool"); !strings.Contains(out, "live everywhere as version 6") {
+		t.Fatalf("promote after publish -canary: %q", out)
+	}
 }

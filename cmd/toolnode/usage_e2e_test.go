@@ -51,7 +51,7 @@ func TestSubcommandHelp(t *testing.T) {
 		{[]string{"token", "new", "-h"}, []string{"usage: toolnode token [-a ADDR] [-data DIR] new", "-role string"}},
 		{[]string{"token", "ls", "-h"}, []string{"usage: toolnode token [-a ADDR] [-data DIR] ls"}},
 		{[]string{"token", "revoke", "-h"}, []string{"usage: toolnode token [-a ADDR] [-data DIR] revoke NAME"}},
-		{[]string{"publish", "-h"}, []string{"usage: toolnode publish [-a ADDR] [-key PRIVATEKEYFILE] NAME.meta [EXECUTABLE]", "-a string", "-key string", "-token string"}},
+		{[]string{"publish", "-h"}, []string{"usage: toolnode publish [-a ADDR] [-key PRIVATEKEYFILE] [-canary NODE[,NODE]] NAME.meta [EXECUTABLE]", "-a string", "-canary string", "-key string", "-token string"}},
 		{[]string{"tool", "-h"}, []string{"usage: toolnode tool [-a ADDR] versions NAME | rollback NAME VERSION", "-a string", "-token string"}},
 		{[]string{"trust", "-h"}, []string{"usage: toolnode trust [-a ADDR] [-key PRIVATEKEYFILE] add NAME PUBKEYFILE | ls | rm NAME", "-key string", "-token string"}},
 		{[]string{"manifest", "-h"}, []string{"usage: toolnode manifest NAME.meta [EXECUTABLE]"}},
