@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/toolnode/toolnode/internal/netx"
 )
 
 // A request that would start an MCP session is checked whole before
@@ -52,7 +54,7 @@ func refuse(status int, format string, args ...any) *refusal {
 func hostsOf(addr string, tlsConf *tls.Config) (loopback bool, names map[string]bool) {
 	host, _, _ := net.SplitHostPort(addr)
 	names = map[string]bool{}
-	if loopbackHost(host) {
+	if netx.LoopbackHost(host) {
 		return true, names
 	}
 	if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
@@ -86,7 +88,7 @@ func (s *Server) hostAllowed(host string) bool {
 	}
 	host = strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
 	if s.loopback {
-		return loopbackHost(host)
+		return netx.LoopbackHost(host)
 	}
 	if ip := net.ParseIP(host); ip != nil {
 		host = ip.String()
@@ -169,23 +171,4 @@ func (s *Server) admit(key string) *refusal {
 		return refuse(http.StatusTooManyRequests, "this principal has %d live MCP sessions, its most; end one (DELETE with its Mcp-Session-Id) or let one idle out", MaxPerPrincipal)
 	}
 	return nil
-}
-
-// loopbackAddr reports whether a HOST:PORT address binds loopback only.
-func loopbackAddr(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		host = addr
-	}
-	return loopbackHost(host)
-}
-
-// loopbackHost: an IP in 127.0.0.0/8, ::1, or "localhost".
-func loopbackHost(host string) bool {
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolnode/toolnode/internal/netx"
 )
 
 // tokenHost knows the tokens of its map; the checks ask it nothing else.
@@ -70,7 +72,7 @@ func TestMCP_ChecksRefuseBeforeAnything(t *testing.T) {
 			}
 			r.Header.Set(k, v)
 		}
-		no := s.checkNew(r, bearer(r))
+		no := s.checkNew(r, netx.Bearer(r))
 		switch {
 		case tc.status == 0 && no != nil:
 			t.Errorf("%s: refused (%d): %v", tc.what, no.status, no.err)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolnode/toolnode/internal/netx"
 )
 
 // Idle is how long an MCP session may stay idle before it expires and
@@ -83,7 +84,7 @@ type bridgeKey struct{}
 
 // Listen opens cfg.Addr for MCP; Serve then serves it.
 func Listen(cfg Config, host Host) (*Server, error) {
-	if cfg.TLS == nil && !loopbackAddr(cfg.Addr) {
+	if cfg.TLS == nil && !netx.LoopbackAddr(cfg.Addr) {
 		return nil, fmt.Errorf("%s leaves loopback: MCP is served off loopback only over HTTPS", cfg.Addr)
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
@@ -140,16 +141,8 @@ func (s *Server) Close() {
 	}
 }
 
-func bearer(r *http.Request) string {
-	h := r.Header.Get("Authorization")
-	if t, ok := strings.CutPrefix(h, "Bearer "); ok {
-		return strings.TrimSpace(t)
-	}
-	return ""
-}
-
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	token := bearer(r)
+	token := netx.Bearer(r)
 	sum := sha256.Sum256([]byte(token))
 	if id := r.Header.Get("Mcp-Session-Id"); id != "" {
 		s.mu.Lock()

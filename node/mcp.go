@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/toolnode/toolnode/acl"
+	"github.com/toolnode/toolnode/internal/netx"
 	"github.com/toolnode/toolnode/mcpserve"
 	"github.com/toolnode/toolnode/p9"
 )
@@ -20,7 +21,7 @@ func (n *Node) startMCP() error {
 	// Off loopback, as for 9P: HTTPS with the 9P certificate, or not at
 	// all (a bearer token must not cross a network in the clear).
 	var tlsConf *tls.Config
-	if !loopbackAddr(n.cfg.MCPAddr) {
+	if !netx.LoopbackAddr(n.cfg.MCPAddr) {
 		if n.cfg.P9TLSCert == "" || n.cfg.P9TLSKey == "" {
 			return fmt.Errorf("-mcp %s leaves loopback: give -9p-tls-cert and -9p-tls-key (MCP is then served over HTTPS with them), or reach it through an ssh tunnel", n.cfg.MCPAddr)
 		}

@@ -8,11 +8,11 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
 
+	"github.com/toolnode/toolnode/internal/netx"
 	"github.com/toolnode/toolnode/metrics"
 	"github.com/toolnode/toolnode/p9"
 )
@@ -31,7 +31,7 @@ func (n *Node) startMetrics() error {
 		return nil
 	}
 	var tlsConf *tls.Config
-	if !loopbackAddr(n.cfg.MetricsAddr) && n.cfg.P9TLSCert != "" && n.cfg.P9TLSKey != "" {
+	if !netx.LoopbackAddr(n.cfg.MetricsAddr) && n.cfg.P9TLSCert != "" && n.cfg.P9TLSKey != "" {
 		var err error
 		if tlsConf, err = p9.LoadTLS(n.cfg.P9TLSCert, n.cfg.P9TLSKey); err != nil {
 			return err
@@ -153,7 +153,7 @@ func (n *Node) observePublished(tool string) {
 // authorizeMetrics accepts a request that presents a token of role read
 // or more.
 func (n *Node) authorizeMetrics(r *http.Request) error {
-	tok := bearer(r)
+	tok := netx.Bearer(r)
 	if tok == "" {
 		return fmt.Errorf("permission denied: %s needs a token (Authorization: Bearer TOKEN) of role read or more", r.URL.Path)
 	}
@@ -173,12 +173,4 @@ func metricsRemote(r *http.Request) net.Addr {
 		return a
 	}
 	return &net.TCPAddr{}
-}
-
-// bearer is the token of a request's "Authorization: Bearer" header.
-func bearer(r *http.Request) string {
-	if t, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-		return strings.TrimSpace(t)
-	}
-	return ""
 }

@@ -2,8 +2,8 @@ package node
 
 import (
 	"fmt"
-	"net"
-	"strings"
+
+	"github.com/toolnode/toolnode/internal/netx"
 )
 
 // Ports closed by default (DESIGN §7 "Ports"). Loopback listeners are
@@ -38,10 +38,10 @@ func (c *Config) checkPorts() ([]portProblem, error) {
 	var probs []portProblem
 	hasKey := len(c.EncryptKey) > 0
 	hasTLS := c.TLSCert != "" || c.TLSKey != "" || c.TLSCA != ""
-	if c.GossipTransport == nil && !hasKey && !loopbackAddr(c.GossipAddr) {
+	if c.GossipTransport == nil && !hasKey && !netx.LoopbackAddr(c.GossipAddr) {
 		probs = append(probs, portProblem{"-gossip", c.GossipAddr, "-encrypt KEY (toolnode keygen makes one)"})
 	}
-	if c.Advertise != "" && !hasKey && !loopbackHost(c.Advertise) {
+	if c.Advertise != "" && !hasKey && !netx.LoopbackHost(c.Advertise) {
 		probs = append(probs, portProblem{"-advertise", c.Advertise, "-encrypt KEY (toolnode keygen makes one)"})
 	}
 	if c.RaftTransport == nil && !hasKey && !hasTLS {
@@ -49,7 +49,7 @@ func (c *Config) checkPorts() ([]portProblem, error) {
 		if c.ClusterListener != nil {
 			addr = c.ClusterListener.Addr().String()
 		}
-		if !loopbackAddr(addr) {
+		if !netx.LoopbackAddr(addr) {
 			probs = append(probs, portProblem{"-cluster", addr, "-encrypt KEY or -tls-cert/-tls-key/-tls-ca"})
 		}
 	}
@@ -57,10 +57,10 @@ func (c *Config) checkPorts() ([]portProblem, error) {
 	if c.P9Listener != nil {
 		p9 = c.P9Listener.Addr().String()
 	}
-	if (c.P9TLSCert == "" || c.P9TLSKey == "") && !loopbackAddr(p9) {
+	if (c.P9TLSCert == "" || c.P9TLSKey == "") && !netx.LoopbackAddr(p9) {
 		probs = append(probs, portProblem{"-9p", p9, "-9p-tls-cert/-9p-tls-key"})
 	}
-	if c.MetricsAddr != "" && (c.P9TLSCert == "" || c.P9TLSKey == "") && !loopbackAddr(c.MetricsAddr) {
+	if c.MetricsAddr != "" && (c.P9TLSCert == "" || c.P9TLSKey == "") && !netx.LoopbackAddr(c.MetricsAddr) {
 		probs = append(probs, portProblem{"-metrics", c.MetricsAddr, "-9p-tls-cert/-9p-tls-key (the metrics are then served over HTTPS with them)"})
 	}
 	if len(probs) == 0 || c.Insecure {
@@ -82,25 +82,6 @@ func portPower(flag string) string {
 	default:
 		return "join the cluster and receive its state and executables"
 	}
-}
-
-// loopbackAddr reports whether a HOST:PORT address binds loopback only.
-func loopbackAddr(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		host = addr
-	}
-	return loopbackHost(host)
-}
-
-// loopbackHost: an IP in 127.0.0.0/8, ::1, or "localhost".
-func loopbackHost(host string) bool {
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // logPortSecurity says at start how the cluster port is secured and, under

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolnode/toolnode/internal/netx"
 	"github.com/toolnode/toolnode/internal/testport"
 )
 
@@ -13,16 +14,16 @@ func TestPorts_LoopbackHost(t *testing.T) {
 		"127.0.0.1": true, "127.3.2.1": true, "::1": true, "[::1]": true, "localhost": true, "LOCALHOST": true,
 		"0.0.0.0": false, "::": false, "": false, "10.0.0.1": false, "192.0.2.1": false, "node1": false,
 	} {
-		if got := loopbackHost(host); got != want {
-			t.Errorf("loopbackHost(%q) = %v, want %v", host, got, want)
+		if got := netx.LoopbackHost(host); got != want {
+			t.Errorf("netx.LoopbackHost(%q) = %v, want %v", host, got, want)
 		}
 	}
 	for addr, want := range map[string]bool{
 		"127.0.0.1:9565": true, "[::1]:9565": true, "localhost:1": true,
 		":9565": false, "0.0.0.0:9565": false, "[::]:9565": false, "10.1.2.3:9565": false,
 	} {
-		if got := loopbackAddr(addr); got != want {
-			t.Errorf("loopbackAddr(%q) = %v, want %v", addr, got, want)
+		if got := netx.LoopbackAddr(addr); got != want {
+			t.Errorf("netx.LoopbackAddr(%q) = %v, want %v", addr, got, want)
 		}
 	}
 }
