@@ -514,22 +514,30 @@ func (c *conn) create(fc *proto.TCreate) ([]byte, error) {
 	}
 	u := c.s.newUpload(c.backendFor(f.who), child, defaultExecMode, &c.uploadBytes)
 	u.created = true
-	// The fid becomes the new file: a new fid replaces it in the table,
-	// and the old one is marked gone so a racing open fails.
+	if err := c.becomeCreated(f, fc.Fid, child, u, mode); err != nil {
+		u.close()
+		return nil, err
+	}
+	m := proto.RCreate{Header: proto.Header{Type: proto.Rcreate, Tag: fc.Tag}, Qid: child.qid, Iounit: c.msize.Load() - ioHdrSize}
+	return m.Compose(), nil
+}
+
+// becomeCreated makes fid number id, f until now, the created file child,
+// open with h: a new fid replaces f in the table, and f is marked gone
+// so a racing open fails. An error: f changed meanwhile.
+func (c *conn) becomeCreated(f *fid, id uint32, child *node, h handle, mode proto.Mode) error {
 	c.mu.Lock()
 	f.mu.Lock()
-	ok := c.fids[fc.Fid] == f && f.h == nil && !f.gone
+	ok := c.fids[id] == f && f.h == nil && !f.gone
 	if ok {
 		f.gone = true
-		c.fids[fc.Fid] = &fid{n: child, who: f.who, h: u, omode: mode}
+		c.fids[id] = &fid{n: child, who: f.who, h: h, omode: mode}
 		c.s.handles.Add(1)
 	}
 	f.mu.Unlock()
 	c.mu.Unlock()
 	if !ok {
-		u.close()
-		return nil, fmt.Errorf("fid %d changed while it was being created from", fc.Fid)
+		return fmt.Errorf("fid %d changed while it was being created from", id)
 	}
-	m := proto.RCreate{Header: proto.Header{Type: proto.Rcreate, Tag: fc.Tag}, Qid: child.qid, Iounit: c.msize.Load() - ioHdrSize}
-	return m.Compose(), nil
+	return nil
 }

@@ -230,18 +230,8 @@ func (c *conn) createSig(f *fid, fc *proto.TCreate, child *node) ([]byte, error)
 		return nil, fmt.Errorf("fid %d is open; create from an unopened fid of %s", fc.Fid, f.n.path)
 	}
 	h := newSigHandle(c.s, c.backendFor(f.who), child)
-	c.mu.Lock()
-	f.mu.Lock()
-	ok := c.fids[fc.Fid] == f && f.h == nil && !f.gone
-	if ok {
-		f.gone = true
-		c.fids[fc.Fid] = &fid{n: child, who: f.who, h: h, omode: mode}
-		c.s.handles.Add(1)
-	}
-	f.mu.Unlock()
-	c.mu.Unlock()
-	if !ok {
-		return nil, fmt.Errorf("fid %d changed while it was being created from", fc.Fid)
+	if err := c.becomeCreated(f, fc.Fid, child, h, mode); err != nil {
+		return nil, err
 	}
 	m := proto.RCreate{Header: proto.Header{Type: proto.Rcreate, Tag: fc.Tag}, Qid: child.qid, Iounit: c.msize.Load() - ioHdrSize}
 	return m.Compose(), nil
