@@ -14,6 +14,7 @@ import (
 	"9fans.net/go/plan9"
 	"9fans.net/go/plan9/client"
 
+	"github.com/toolnode/toolnode/internal/testca"
 	"github.com/toolnode/toolnode/p9"
 	"github.com/toolnode/toolnode/p9proxy"
 )
@@ -33,15 +34,15 @@ func benchPaths(b *testing.B) p9Paths {
 		_, ok := n.fsm.Tool("nop")
 		return ok
 	})
-	ca := newP9CA(b)
-	cert, key := ca.issue(b, b.TempDir(), nil)
+	ca := testca.New(b)
+	cert, key := ca.Issue(b, b.TempDir(), nil)
 	scfg, err := p9.LoadTLS(cert, key)
 	if err != nil {
 		b.Fatal(err)
 	}
 	tln := p9.NewTLSListener(listen(b), scfg, p9.TLSHandshakeTimeout, p9.TLSMaxHandshakes, b.Logf)
 	go n.p9.Serve(tln)
-	ccfg := &tls.Config{RootCAs: ca.pool, MinVersion: tls.VersionTLS13, ServerName: "127.0.0.1"}
+	ccfg := &tls.Config{RootCAs: ca.Pool, MinVersion: tls.VersionTLS13, ServerName: "127.0.0.1"}
 
 	// The proxy presents the node's admin token, as a user's proxy would
 	// present theirs; the direct paths attach as the trusted anonymous

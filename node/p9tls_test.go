@@ -1,90 +1,24 @@
 package node
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"9fans.net/go/plan9/client"
+	"github.com/toolnode/toolnode/internal/testca"
 )
-
-// p9CA is a CA made for one test, and the pool a client trusts it with.
-type p9CA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pool *x509.CertPool
-}
-
-func newP9CA(t testing.TB) *p9CA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "p9 test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &p9CA{cert: cert, key: key, pool: pool}
-}
-
-// issue writes a certificate for 127.0.0.1 and its key into dir; edit
-// may change the template (validity, key usage) first.
-func (ca *p9CA) issue(t testing.TB, dir string, edit func(*x509.Certificate)) (certFile, keyFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "n1"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-	}
-	if edit != nil {
-		edit(tmpl)
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, "p9.crt"), filepath.Join(dir, "p9.key")
-	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
-	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600)
-	return certFile, keyFile
-}
 
 // startTLSNode starts a node whose 9P listener speaks TLS with a
 // certificate from ca.
-func startTLSNode(t testing.TB, ca *p9CA) *testNode {
+func startTLSNode(t testing.TB, ca *testca.CA) *testNode {
 	t.Helper()
 	dir := t.TempDir()
-	cert, key := ca.issue(t, dir, nil)
+	cert, key := ca.Issue(t, dir, nil)
 	cfg := Config{
 		P9Anon:     trustedAnon,
 		EncryptKey: testClusterKey,
@@ -138,9 +72,9 @@ func dialTLS9(addr string, pool *x509.CertPool) (*client.Fsys, error) {
 // control: the same client reads the node file of a plain node, in every
 // other test of this package).
 func TestP9TLS(t *testing.T) {
-	ca := newP9CA(t)
+	ca := testca.New(t)
 	n := startTLSNode(t, ca)
-	fsys := mountTLS(t, n.P9Addr(), ca.pool)
+	fsys := mountTLS(t, n.P9Addr(), ca.Pool)
 	info := readFile(t, fsys, "node")
 	if !strings.Contains(info, "9p-tls on\n") {
 		t.Errorf("node file of a TLS node says:\n%s", info)
@@ -164,7 +98,7 @@ func TestP9TLS(t *testing.T) {
 	}
 
 	// Another CA's client refuses the node's certificate.
-	if _, err := dialTLS9(n.P9Addr(), newP9CA(t).pool); err == nil {
+	if _, err := dialTLS9(n.P9Addr(), testca.New(t).Pool); err == nil {
 		t.Fatal("a client trusting another CA connected")
 	}
 
@@ -186,9 +120,9 @@ func TestP9TLSPlainNodeFile(t *testing.T) {
 // and says which flag is wrong (package p9 checks each way a certificate
 // can be wrong).
 func TestP9TLSBadCertificates(t *testing.T) {
-	ca := newP9CA(t)
+	ca := testca.New(t)
 	dir := t.TempDir()
-	expired, expiredKey := ca.issue(t, dir, func(c *x509.Certificate) { c.NotAfter = time.Now().Add(-time.Minute) })
+	expired, expiredKey := ca.Issue(t, dir, func(c *x509.Certificate) { c.NotAfter = time.Now().Add(-time.Minute) })
 	_, err := New(Config{Name: "n1", DataDir: filepath.Join(dir, "data"), GossipAddr: "127.0.0.1:0",
 		P9Listener: listen(t), ClusterListener: listen(t), P9TLSCert: expired, P9TLSKey: expiredKey,
 		LogOutput: testWriter{t}})

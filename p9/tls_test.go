@@ -1,15 +1,9 @@
 package p9
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -17,67 +11,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/toolnode/toolnode/internal/testca"
 )
-
-// testCA is a CA made for one test, and the pool a client trusts it with.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pool *x509.CertPool
-}
-
-func newTestCA(t testing.TB) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "p9 test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &testCA{cert: cert, key: key, pool: pool}
-}
-
-// issue writes a certificate for 127.0.0.1 and its key into dir; edit
-// may change the template (validity, key usage) first.
-func (ca *testCA) issue(t testing.TB, dir string, edit func(*x509.Certificate)) (certFile, keyFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "n1"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-	}
-	if edit != nil {
-		edit(tmpl)
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, "p9.crt"), filepath.Join(dir, "p9.key")
-	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
-	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600)
-	return certFile, keyFile
-}
 
 func listenTCP(t testing.TB) net.Listener {
 	t.Helper()
@@ -92,8 +28,8 @@ func listenTCP(t testing.TB) net.Listener {
 // A client that connects and never finishes its handshake is closed at
 // the deadline, with a log line, and holds up no other client meanwhile.
 func TestTLSHandshakeDeadline(t *testing.T) {
-	ca := newTestCA(t)
-	cert, key := ca.issue(t, t.TempDir(), nil)
+	ca := testca.New(t)
+	cert, key := ca.Issue(t, t.TempDir(), nil)
 	cfg, err := LoadTLS(cert, key)
 	if err != nil {
 		t.Fatal(err)
@@ -148,7 +84,7 @@ func TestTLSHandshakeDeadline(t *testing.T) {
 		}
 	}
 	// Then a real client is served.
-	c, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{RootCAs: ca.pool})
+	c, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{RootCAs: ca.Pool})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,13 +113,13 @@ func isTimeout(err error) bool {
 // A 9P certificate no client would accept is refused with an error that
 // says which flag is wrong.
 func TestTLSBadCertificates(t *testing.T) {
-	ca := newTestCA(t)
+	ca := testca.New(t)
 	dir := t.TempDir()
-	good, goodKey := ca.issue(t, filepath.Join(dir), nil)
+	good, goodKey := ca.Issue(t, filepath.Join(dir), nil)
 	mk := func(name string, edit func(*x509.Certificate)) (string, string) {
 		d := filepath.Join(dir, name)
 		os.Mkdir(d, 0o700)
-		return ca.issue(t, d, edit)
+		return ca.Issue(t, d, edit)
 	}
 	expired, expiredKey := mk("expired", func(c *x509.Certificate) { c.NotAfter = time.Now().Add(-time.Minute) })
 	clientOnly, clientKey := mk("client", func(c *x509.Certificate) {
