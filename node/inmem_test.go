@@ -30,8 +30,8 @@ import (
 // the failed member is never declared dead; and its NewTransport writes
 // maps that running members read, so nodes cannot be added to a running
 // cluster. Here a transport can go down (a crash, as its peers see it:
-// packets to and from it are lost, streams refused) and come up again
-// with the same address (a restart).
+// packets to and from it are lost, streams refused), and a restart gets
+// a fresh transport at the same address (renew).
 type gossipNet struct {
 	mu     sync.Mutex
 	port   int
@@ -53,6 +53,25 @@ func (g *gossipNet) newTransport() *gossipTransport {
 	close(t.down) // down until a node starts on it
 	if g.byAddr == nil {
 		g.byAddr = map[string]*gossipTransport{}
+	}
+	g.byAddr[t.addr] = t
+	return t
+}
+
+// renew gives old's address a fresh transport, up, as a restarted process
+// gets fresh sockets: the stopped instance keeps old, so its late
+// Shutdown, or a reader of its channels still draining, cannot touch the
+// new one.
+func (g *gossipNet) renew(old *gossipTransport) *gossipTransport {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	t := &gossipTransport{
+		net:     g,
+		addr:    old.addr,
+		port:    old.port,
+		packets: make(chan *memberlist.Packet, 256),
+		streams: make(chan net.Conn),
+		down:    make(chan struct{}),
 	}
 	g.byAddr[t.addr] = t
 	return t
@@ -106,25 +125,6 @@ func (t *gossipTransport) setDown() {
 	case <-t.down:
 	default:
 		close(t.down)
-	}
-}
-
-// setUp reconnects a transport that is down, dropping what was in flight.
-func (t *gossipTransport) setUp() {
-	for {
-		select {
-		case <-t.packets:
-			continue
-		default:
-		}
-		break
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	select {
-	case <-t.down:
-		t.down = make(chan struct{})
-	default:
 	}
 }
 
@@ -335,9 +335,10 @@ func (c *inmemCluster) start(m *inmemMember) *Node {
 			o.raftTr.Connect(m.raftTr.LocalAddr(), m.raftTr)
 		}
 	}
+	m.gossTr = c.gossip.renew(m.gossTr)
 	c.mu.Unlock()
-	m.gossTr.setUp()
 	cfg := m.cfg
+	cfg.GossipTransport = m.gossTr
 	cfg.P9Listener = listen(c.t)
 	n, err := New(cfg)
 	if err != nil {
