@@ -1,6 +1,10 @@
 package node
 
 import (
+	"io"
+
+	"9fans.net/go/plan9"
+	"9fans.net/go/plan9/client"
 	"crypto/sha256"
 	"encoding/hex"
 	"strings"
@@ -71,4 +75,23 @@ func TestNode_PublishTogetherOneVersion(t *testing.T) {
 func sha256Of(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
+}
+
+// put9Exec writes a tool's executable, then closes its live metadata
+// again: one version, published at once (a lone executable waits for
+// stagedTTL).
+func put9Exec(fsys *client.Fsys, name string, exe []byte) error {
+	if err := put9(fsys, "t/"+name, 0o755, exe); err != nil {
+		return err
+	}
+	fid, err := fsys.Open("t/"+name+".meta", plan9.OREAD)
+	if err != nil {
+		return err
+	}
+	meta, err := io.ReadAll(fid)
+	fid.Close()
+	if err != nil {
+		return err
+	}
+	return put9(fsys, "t/"+name+".meta", 0o644, meta)
 }
