@@ -254,7 +254,7 @@ func TestBlobs_Collect(t *testing.T) {
 		if err := put9(f, "t/"+name+".meta", 0o644, []byte(`{"description":"x"}`)); err != nil {
 			t.Fatal(err)
 		}
-		if err := put9(f, "t/"+name, 0o755, exe); err != nil {
+		if err := put9Exec(f, name, exe); err != nil {
 			t.Fatal(err)
 		}
 	}
