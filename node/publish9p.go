@@ -57,6 +57,11 @@ func (n *Node) publishToolMeta(c caller, name string, data []byte) error {
 	}
 	_, notes, err := registry.ParseMeta(data)
 	if err != nil {
+		// A refused close changes nothing: an executable staged for it
+		// is dropped, not published later with the live metadata.
+		if _, st := n.sigs.get(c.who, name, true); st != nil {
+			n.logger.Printf("t/%s: executable %s staged by %s dropped with the refused t/%s.meta", name, st.digest, publisherOrNode(c.who, n.cfg.Name), name)
+		}
 		return fmt.Errorf("invalid tool metadata in %s.meta: %w; nothing was published", name, err)
 	}
 	n.logNotes(name, notes)

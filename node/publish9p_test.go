@@ -46,6 +46,18 @@ func TestNode_PublishTogetherOneVersion(t *testing.T) {
 		t.Fatalf("a lone t/g.meta made %q, want version 2 with the live executable", got)
 	}
 
+	// An executable with a .meta that does not parse: both refused, the
+	// executable not published later either.
+	if err := put9(fsys, "t/g", 0o755, []byte("#!/bin/sh\necho bad\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := put9(fsys, "t/g.meta", 0o644, []byte(`{"description": 5}`)); err == nil || !strings.Contains(err.Error(), "invalid tool metadata") {
+		t.Fatalf("a .meta that does not parse: %v", err)
+	}
+	waitFor(t, "the staged executable dropped", 5*time.Second, func() bool {
+		return strings.Contains(logs.String(), "dropped with the refused t/g.meta")
+	})
+
 	// A lone executable of a tool with no metadata, then one of g.
 	if err := put9(fsys, "t/nometa", 0o755, exe1); err != nil {
 		t.Fatal(err)
