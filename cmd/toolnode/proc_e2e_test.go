@@ -101,7 +101,7 @@ func TestEndToEnd_NoOrphans(t *testing.T) {
 				}
 				pid := orphanPid(t, e.cwd)
 				if tc.wantOrphan {
-					time.Sleep(300 * time.Millisecond)
+					time.Sleep(300 * time.Millisecond) // the control: the orphan outlives this window without the protection
 					survived := alive(pid)
 					_ = syscall.Kill(pid, syscall.SIGKILL)
 					if !survived {

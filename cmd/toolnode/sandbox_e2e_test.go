@@ -11,7 +11,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,23 +23,8 @@ import (
 func (e *env) startWith(t *testing.T, environ []string, extra ...string) *proc {
 	t.Helper()
 	p := e.spawn(t, "e2e", environ, extra...)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		select {
-		case <-p.done:
-			t.Fatalf("the node exited while starting (%v); log:\n%s", p.waitErr, p.log.String())
-		default:
-		}
-		c, err := net.DialTimeout("tcp", e.p9, time.Second)
-		if err == nil {
-			c.Close()
-			return p
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the node's 9P port %s did not answer within 60s: %v", e.p9, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitPort(t, p, e.p9)
+	return p
 }
 
 // sandboxProbes are the probe tools: each prints what it could get, and
