@@ -650,13 +650,8 @@ func TestRouteRunnerKilledMidCall(t *testing.T) {
 	}
 	// The tool does not outlive its node: the kernel kills it with the
 	// thread that started it.
-	deadline := time.Now().Add(5 * time.Second)
-	for rtAliveSleep(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the tool's process (pid %d) outlives its SIGKILLed node", pid)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testcluster.Eventually(t, 5*time.Second, func() bool { return !rtAliveSleep(pid) },
+		"the tool's process (pid %d) is gone with its SIGKILLed node", pid)
 
 	// The next calls go to the survivor.
 	for range 3 {

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolnode/toolnode/internal/testcluster"
 )
 
 // startWith runs a node on e with environ and extra flags, and waits
@@ -92,18 +94,11 @@ func TestSandboxEndToEnd(t *testing.T) {
 			}
 			// The probes are published from the tools directory shortly
 			// after the start.
-			deadline := time.Now().Add(30 * time.Second)
 			for _, tool := range tools {
-				for {
+				testcluster.Until(t, 30*time.Second, "tool_load "+tool, func() (bool, string) {
 					_, err := ask(fsys, agent+"ctl", "tool_load "+tool)
-					if err == nil {
-						break
-					}
-					if time.Now().After(deadline) {
-						t.Fatalf("tool_load %s: %v", tool, err)
-					}
-					time.Sleep(50 * time.Millisecond)
-				}
+					return err == nil, fmt.Sprint(err)
+				})
 			}
 			if got := mustAsk(t, fsys, agent+"call", "pub {}"); got != "published\n" {
 				t.Fatalf("pub = %q", got)
