@@ -96,7 +96,7 @@ func stopCluster(b *testing.B, bin string, size int) (maxS, medianS, over5 float
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	c.waitVoters(first, min(size, 5), 60*time.Second) // 5: the default -voters
+	c.waitVoters(first, min(size, 3), 60*time.Second) // 3: its -voters
 	// A quiet window on purpose: the joins' catch-up traffic stays out of
 	// the measured restart.
 	time.Sleep(2 * time.Second)
