@@ -2,6 +2,8 @@ package calls
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -23,6 +25,20 @@ func BenchmarkCallGate(b *testing.B) {
 				b.Fatal(err)
 			}
 			q.Release()
+		}
+	})
+	b.Run("cwd", func(b *testing.B) {
+		root := b.TempDir()
+		work := filepath.Join(root, "work", "src", "project")
+		if err := os.MkdirAll(work, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		r := CwdRules{Node: "n1", DataDir: filepath.Join(root, "data"),
+			ToolsDir: filepath.Join(root, "tools"), AgentsDir: filepath.Join(root, "agents")}
+		for b.Loop() {
+			if _, err := r.Check(work); err != nil {
+				b.Fatal(err)
+			}
 		}
 	})
 }
