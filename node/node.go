@@ -255,6 +255,8 @@ func New(cfg Config) (n *Node, err error) {
 	go n.collectBlobs()
 	n.wg.Add(1)
 	go n.watchCanaries()
+	n.wg.Add(1)
+	go n.flushStaged()
 	// What this host can run is gossiped by advertise, beside 9P: encoding
 	// thousands of tools for memberlist need not hold up the first read.
 	kick(n.metaKick)

@@ -82,10 +82,10 @@ func TestSandboxEndToEnd(t *testing.T) {
 			mustAsk(t, fsys, "session/probe/agent/new", "name=p")
 			const agent = "session/probe/agent/p/"
 			// A published executable, materialised in the data directory.
-			if err := rtPut(fsys, "t/pub.meta", 0o644, `{"description":"published"}`); err != nil {
+			if err := rtPut(fsys, "t/pub", 0o755, "#!/bin/sh\necho published\n"); err != nil {
 				t.Fatal(err)
 			}
-			if err := rtPut(fsys, "t/pub", 0o755, "#!/bin/sh\necho published\n"); err != nil {
+			if err := rtPut(fsys, "t/pub.meta", 0o644, `{"description":"published"}`); err != nil {
 				t.Fatal(err)
 			}
 			tools := []string{"pub"}
