@@ -22,7 +22,7 @@ func (n *Node) watchLeadership(notify <-chan bool) {
 		Trigger:        n.reconcile,
 		Probe:          n.probeServer,
 		ClientOnly:     n.knownClientPeer,
-		OnLeading:      n.notices.leading.Store,
+		OnLeading:      n.commits.SetLeading,
 		BarrierTimeout: applyTimeout,
 		TermStart:      n.setKeepVersions,
 		Logf:           n.logger.Printf,

@@ -29,6 +29,7 @@ import (
 	"github.com/toolnode/toolnode/p9"
 	"github.com/toolnode/toolnode/raftfsm"
 	"github.com/toolnode/toolnode/raftlog"
+	"github.com/toolnode/toolnode/raftnode"
 	"github.com/toolnode/toolnode/registry"
 	"github.com/toolnode/toolnode/sandbox"
 	"github.com/toolnode/toolnode/signing"
@@ -64,8 +65,7 @@ type Node struct {
 	lim       clusterport.Limits // the cluster port's deadlines
 	fwd       clusterport.Pool   // forwarded writes, per leader address
 	callConns clusterport.Pool   // routed calls, per node address
-	nudge     nudger             // retry.go
-	notices   commitNotices      // notice.go
+	commits   *raftnode.Notices  // the leader's commit notices
 	ri        readIndex          // readindex.go
 	route     router
 	rep       replica // servers and clients (replica.go)
@@ -139,6 +139,12 @@ func New(cfg Config) (n *Node, err error) {
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.steps = newStartSteps(cfg.Logger)
 	n.events = p9.NewEventRing(4096)
+	n.commits = raftnode.New(n.ctx, raftnode.Config{
+		Self:      raft.ServerID(cfg.Name),
+		Raft:      n.raftNode,
+		Transport: func() raft.Transport { return n.transport },
+		Logs:      func() raft.LogStore { return n.logs },
+	})
 	if cfg.MetricsAddr != "" {
 		n.metrics = metrics.New(cfg.Name, n)
 	}

@@ -108,7 +108,7 @@ func (f fsmFeed) ApplyBatch(logs []*raft.Log) []any {
 	r.feedMu.Unlock()
 	if len(logs) > 0 {
 		last := logs[len(logs)-1]
-		f.n.committed(last.Index, last.Term)
+		f.n.commits.Committed(last.Index, last.Term)
 	}
 	return out
 }
