@@ -140,7 +140,7 @@ func (n *Node) validate(data []byte, from string) error {
 		err = n.fsm.CheckSigned(data)
 	}
 	if err == nil {
-		err = n.checkCanary(data)
+		err = n.rollout.Check(data)
 	}
 	if err != nil {
 		n.logger.Printf("refused a command from %s: %v", from, err)

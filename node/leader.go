@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"time"
 
@@ -24,7 +25,7 @@ func (n *Node) watchLeadership(notify <-chan bool) {
 		ClientOnly:     n.knownClientPeer,
 		OnLeading:      n.commits.SetLeading,
 		BarrierTimeout: applyTimeout,
-		TermStart:      n.setKeepVersions,
+		TermStart:      func(ctx context.Context) { n.rollout.SetKeepVersions(ctx, n.cfg.KeepVersions) },
 		Logf:           n.logger.Printf,
 		Warnf:          n.warnf,
 	}).Watch(n.ctx, notify)

@@ -31,6 +31,7 @@ import (
 	"github.com/toolnode/toolnode/raftlog"
 	"github.com/toolnode/toolnode/raftnode"
 	"github.com/toolnode/toolnode/registry"
+	"github.com/toolnode/toolnode/rollout"
 	"github.com/toolnode/toolnode/sandbox"
 	"github.com/toolnode/toolnode/signing"
 )
@@ -92,9 +93,9 @@ type Node struct {
 	dirSigner *signing.Signer
 	events    *p9.EventRing
 	runner    *registry.Runner
-	sandbox   string       // how tools are run, for the node file
-	calls     *calls.Queue // -max-calls
-	tally     canaryTally
+	sandbox   string           // how tools are run, for the node file
+	calls     *calls.Queue     // -max-calls
+	rollout   *rollout.Service // v/ and canaries
 	digests   sandbox.DigestCache
 	blobs     *blobs.Service // the executables' store, fetches and collection
 
@@ -156,6 +157,7 @@ func New(cfg Config) (n *Node, err error) {
 	n.fsm = raftfsm.New(n)
 	n.fsm.SetLogf(n.logger.Printf)
 	n.catalog.SetTrust(n.fsm.TrustError)
+	n.rollout = n.newRollout()
 	started := n // returns below set n to nil before this runs
 	defer func() {
 		if err != nil {
@@ -260,7 +262,10 @@ func New(cfg Config) (n *Node, err error) {
 	n.wg.Add(1)
 	go n.collectBlobs()
 	n.wg.Add(1)
-	go n.watchCanaries()
+	go func() {
+		defer n.wg.Done()
+		n.rollout.Watch(n.ctx)
+	}()
 	n.wg.Add(1)
 	go n.flushStaged()
 	// What this host can run is gossiped by advertise, beside 9P: encoding
