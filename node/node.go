@@ -348,7 +348,7 @@ func (n *Node) startClusterPort(hl hclog.Logger) error {
 	})
 	n.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:                &raftLayer{Listener: rl, advertise: adv, n: n},
-		ServerAddressProvider: gossipAddrs{n},
+		ServerAddressProvider: n.raftAddrs(),
 		MaxPool:               3,
 		Timeout:               10 * time.Second,
 		Logger:                hl,
