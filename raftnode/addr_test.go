@@ -15,10 +15,10 @@ func TestParsePeers(t *testing.T) {
 		t.Fatalf("ParsePeers = %+v, %v", conf, err)
 	}
 	for in, want := range map[string]string{
-		`{}`: "not a JSON list",
+		`{}`:            "not a JSON list",
 		`[{"id":"n1"}]`: "needs an id and an address",
 		`[{"id":"n1","address":"a:1"},{"id":"n1","address":"b:1"}]`: "listed twice",
-		`[{"id":"n1","address":"a:1","non_voter":true}]`:             "no voter",
+		`[{"id":"n1","address":"a:1","non_voter":true}]`:            "no voter",
 	} {
 		if _, err := ParsePeers([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("ParsePeers(%s) = %v, want %q", in, err, want)
