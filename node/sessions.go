@@ -194,6 +194,9 @@ func (n *Node) load(c caller, session, agent string, names []string) error {
 	if err := checkNames(names); err != nil {
 		return err
 	}
+	if err := checkLimit(names, c.tools); err != nil {
+		return err
+	}
 	_, err := n.applyFor(c, raftfsm.CmdLoad, raftfsm.Load{Session: session, Agent: agent, Names: names})
 	return err
 }
@@ -211,9 +214,15 @@ func (n *Node) unload(c caller, session, agent string, names []string) error {
 	return err
 }
 
-// ToolsAll lists every tool the cluster knows with the nodes that can run
+// ToolsAll is tools_all for an agent: the tools its profile's allow-list
+// allows (toolsAll).
+func (n *Node) ToolsAll(session, agent string) string {
+	return allowedLines(n.toolsAll(), n.agentTools(session, agent))
+}
+
+// toolsAll lists every tool the cluster knows with the nodes that can run
 // it ("-" for none).
-func (n *Node) ToolsAll() string {
+func (n *Node) toolsAll() string {
 	var b strings.Builder
 	for _, t := range n.fsm.Tools() {
 		if !t.Published() {

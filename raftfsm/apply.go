@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"strconv"
 
+	"github.com/toolnode/toolnode/acl"
 	"github.com/toolnode/toolnode/registry"
 )
 
@@ -186,13 +187,16 @@ func applyPublishProfiles(st *state, index uint64, body []byte, ev *[]Event) any
 		if err := checkName("profile", p.Name); err != nil {
 			return err
 		}
+		if err := acl.CheckTools(p.Tools); err != nil {
+			return refuse(ErrInvalid, "profile %q: %v", p.Name, err)
+		}
 	}
 	origin := c.Origin
 	if origin == "" {
 		origin = OriginDir
 	}
 	for _, p := range c.Profiles {
-		st.Profiles[p.Name] = &Profile{Name: p.Name, Data: p.Data, AutoLoad: p.AutoLoad, Owner: c.Owner, Origin: origin, Index: index, Time: c.Time}
+		st.Profiles[p.Name] = &Profile{Name: p.Name, Data: p.Data, AutoLoad: p.AutoLoad, Tools: p.Tools, Owner: c.Owner, Origin: origin, Index: index, Time: c.Time}
 	}
 	return Result{}
 }
@@ -234,8 +238,9 @@ func newAgent(st *state, name, profile string) (*Agent, error) {
 	if !ok {
 		return nil, refuse(ErrNotFound, "no agent profile %q in the cluster", profile)
 	}
+	a.Tools = p.Tools
 	for _, tool := range p.AutoLoad {
-		if t, known := st.Tools[tool]; known && t.Published() && !a.IsLoaded(tool) {
+		if t, known := st.Tools[tool]; known && t.Published() && !a.IsLoaded(tool) && acl.Matches(p.Tools, tool) {
 			a.Loaded = append(a.Loaded, tool)
 			a.Rev++
 		}
@@ -368,6 +373,9 @@ func applyLoad(st *state, index uint64, body []byte, ev *[]Event) any {
 	for _, name := range c.Names {
 		if t, ok := st.Tools[name]; !ok || !t.Published() {
 			return refuse(ErrNotFound, "no tool %q in the cluster", name)
+		}
+		if !acl.Matches(a.Tools, name) {
+			return refuse(ErrDenied, "permission denied: tool %s is not allowed here", name)
 		}
 	}
 	n := *a

@@ -170,6 +170,8 @@ type ProfileSpec struct {
 	Name     string   `json:"name"`
 	Data     []byte   `json:"data"`
 	AutoLoad []string `json:"autoLoad,omitempty"`
+	// Tools is the profile's allow-list (DESIGN §9), as in Profile.
+	Tools []string `json:"tools,omitempty"`
 }
 
 // PublishProfiles adds or replaces agent profiles.

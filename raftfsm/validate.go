@@ -8,6 +8,8 @@ import (
 	"io"
 	"path"
 
+	"github.com/toolnode/toolnode/acl"
+
 	"github.com/toolnode/toolnode/registry"
 )
 
@@ -365,6 +367,9 @@ func validatePublishProfiles(body []byte, lim Limits) error {
 		}
 		if err := checkNames("tool", p.AutoLoad); err != nil {
 			return fmt.Errorf("profile %q: autoLoad: %v", p.Name, err)
+		}
+		if err := acl.CheckTools(p.Tools); err != nil {
+			return fmt.Errorf("profile %q: %v", p.Name, err)
 		}
 	}
 	return nil
