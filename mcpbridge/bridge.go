@@ -31,6 +31,9 @@ type Options struct {
 	// checked (default 250ms): capabilities travel by gossip, which has
 	// no event in the events file.
 	WherePoll time.Duration
+	// PageSize is how many tools a page of tools/list holds (default
+	// 100); a longer list has a nextCursor.
+	PageSize int
 	// Version is the server version shown to clients.
 	Version string
 	// Logf receives a line for each problem the bridge meets (default:
@@ -50,6 +53,9 @@ type Options struct {
 	// a read of 0 bytes, one more round trip.
 	Msize uint32
 }
+
+// ErrNoProfile: the profile Options.Profile names is not in the cluster.
+var ErrNoProfile = errors.New("no such agent profile")
 
 // Bridge is one MCP session's agent. Its methods are safe for concurrent
 // use.
@@ -111,8 +117,19 @@ func New(fsys *client.Fsys, opt Options) (*Bridge, error) {
 		rand.Read(r[:])
 		opt.Session = "mcp-" + hex.EncodeToString(r[:])
 	}
+	if opt.PageSize <= 0 {
+		opt.PageSize = 100
+	}
 	b := &Bridge{tree: &tree{fsys: fsys, msize: opt.Msize}, opt: opt, listed: map[string]string{}}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
+	if opt.Profile != "" {
+		if _, err := fsys.Stat("a/" + opt.Profile + ".json"); err != nil {
+			if strings.Contains(err.Error(), "does not exist") || strings.Contains(err.Error(), "not found") {
+				return nil, fmt.Errorf("%w: %q (a/%s.json): %v", ErrNoProfile, opt.Profile, opt.Profile, err)
+			}
+			return nil, fmt.Errorf("reading profile %q: %w", opt.Profile, err)
+		}
+	}
 
 	s, err := ask(b.tree, "session/new", "name="+opt.Session)
 	if err != nil {
@@ -139,6 +156,7 @@ func New(fsys *client.Fsys, opt Options) (*Bridge, error) {
 	var ended sync.Once
 	b.srv = mcp.NewServer(&mcp.Implementation{Name: "toolnode", Version: opt.Version}, &mcp.ServerOptions{
 		GetSessionID: getID,
+		PageSize:     opt.PageSize,
 		InitializedHandler: func(_ context.Context, req *mcp.InitializedRequest) {
 			b.inited.Store(true)
 			if opt.Ended != nil {
@@ -274,6 +292,12 @@ type toolMeta struct {
 	Prompt       string          `json:"prompt"`
 	Args         json.RawMessage `json:"args"`
 	OutputFormat string          `json:"outputFormat"`
+	Scope        string          `json:"scope"`
+	// OutputSchema and Annotations are not .meta fields of DESIGN §1
+	// (unknown fields are kept as published): a tool that declares them
+	// (an upstream server's, DESIGN §9) has them shown as they are.
+	OutputSchema json.RawMessage      `json:"outputSchema"`
+	Annotations  *mcp.ToolAnnotations `json:"annotations"`
 }
 
 // describe makes the MCP listing of one loaded tool, and says where it
@@ -285,7 +309,18 @@ func (b *Bridge) describe(name string) (*mcp.Tool, string, error) {
 	}
 	var m toolMeta
 	if err := json.Unmarshal([]byte(raw), &m); err != nil {
-		return nil, "", fmt.Errorf("t/%s.meta: %w", name, err)
+		// A declared field of the wrong shape (annotations, outputSchema)
+		// loses that field, not the tool.
+		m = toolMeta{}
+		var core struct {
+			Description, Prompt, OutputFormat, Scope string
+			Args                                     json.RawMessage
+		}
+		if err2 := json.Unmarshal([]byte(raw), &core); err2 != nil {
+			return nil, "", fmt.Errorf("t/%s.meta: %w", name, err)
+		}
+		b.opt.Logf("mcp: t/%s.meta: %v: listed without annotations and outputSchema", name, err)
+		m.Description, m.Prompt, m.OutputFormat, m.Scope, m.Args = core.Description, core.Prompt, core.OutputFormat, core.Scope, core.Args
 	}
 	where, err := ask(b.tree, "cluster/where", name)
 	if err != nil {
@@ -307,9 +342,32 @@ func (b *Bridge) describe(name string) (*mcp.Tool, string, error) {
 		Name:        name,
 		Description: desc,
 		InputSchema: schema,
+		Annotations: annotations(m),
 		Meta:        mcp.Meta{"toolnode/nodes": nodes, "toolnode/outputFormat": m.OutputFormat},
 	}
+	if isJSONObject(m.OutputSchema) {
+		t.OutputSchema = m.OutputSchema
+	}
 	return t, strings.Join(nodes, ","), nil
+}
+
+// annotations are a tool's MCP annotations: those it declares, and for
+// scope read readOnlyHint true and destructiveHint false (DESIGN §9).
+func annotations(m toolMeta) *mcp.ToolAnnotations {
+	a := m.Annotations
+	if m.Scope == "read" {
+		if a == nil {
+			a = &mcp.ToolAnnotations{}
+		}
+		no := false
+		a.ReadOnlyHint, a.DestructiveHint = true, &no
+	}
+	return a
+}
+
+func isJSONObject(b json.RawMessage) bool {
+	var v map[string]any
+	return len(b) > 0 && json.Unmarshal(b, &v) == nil && v != nil
 }
 
 // ---- calls

@@ -66,6 +66,7 @@ func (s *Server) newSession(r *http.Request, token string, sum [32]byte) (*sessi
 		Logf:      s.logf,
 		Ended:     func() { s.drop(id) },
 		Msize:     wc.Msize(),
+		PageSize:  s.page,
 	})
 	if err != nil {
 		conn.Close()
