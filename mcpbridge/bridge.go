@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,10 +26,6 @@ type Options struct {
 	// Session is the name of the toolnode session the bridge makes
 	// (default "mcp-" and 8 random hex digits).
 	Session string
-	// WherePoll is how often the nodes that can run each listed tool are
-	// checked (default 250ms): capabilities travel by gossip, which has
-	// no event in the events file.
-	WherePoll time.Duration
 	// PageSize is how many tools a page of tools/list holds (default
 	// 100); a longer list has a nextCursor.
 	PageSize int
@@ -68,8 +63,7 @@ type Bridge struct {
 	dir     string // session/S/agent/A
 
 	refreshMu sync.Mutex        // one refresh at a time; held across 9P, never across the SDK's locks of other sessions
-	listed    map[string]string // tool → fingerprint of its listing
-	where     string            // fingerprint of where the listed tools run
+	listed    map[string]string // tool → fingerprint of its listing (where it runs included)
 
 	inited atomic.Bool // the MCP session finished its initialisation
 
@@ -103,9 +97,6 @@ var builtins = []*mcp.Tool{
 // New makes a toolnode session and agent through fsys and an MCP server
 // that serves them. Close undoes it.
 func New(fsys *client.Fsys, opt Options) (*Bridge, error) {
-	if opt.WherePoll <= 0 {
-		opt.WherePoll = 250 * time.Millisecond
-	}
 	if opt.Logf == nil {
 		opt.Logf = func(string, ...any) {}
 	}
@@ -192,9 +183,8 @@ func New(fsys *client.Fsys, opt Options) (*Bridge, error) {
 		b.Close()
 		return nil, err
 	}
-	b.wg.Add(2)
+	b.wg.Add(1)
 	go b.watchEvents()
-	go b.pollWhere()
 	return b, nil
 }
 
@@ -252,16 +242,14 @@ func (b *Bridge) refresh() error {
 	}
 	names := lines(text)
 	want := map[string]*mcp.Tool{}
-	var wheres []string
 	for _, name := range names {
-		t, where, err := b.describe(name)
+		t, err := b.describe(name)
 		if err != nil {
 			// Withdrawn between the two reads: the next event lists again.
 			b.opt.Logf("mcp: describing %s: %v", name, err)
 			continue
 		}
 		want[name] = t
-		wheres = append(wheres, name+"="+where)
 	}
 	var gone []string
 	for name := range b.listed {
@@ -281,8 +269,6 @@ func (b *Bridge) refresh() error {
 		b.listed[name] = string(fp)
 		b.srv.AddTool(t, b.call(name, t))
 	}
-	slices.Sort(wheres)
-	b.where = strings.Join(wheres, "\n")
 	return nil
 }
 
@@ -300,12 +286,12 @@ type toolMeta struct {
 	Annotations  *mcp.ToolAnnotations `json:"annotations"`
 }
 
-// describe makes the MCP listing of one loaded tool, and says where it
-// can run.
-func (b *Bridge) describe(name string) (*mcp.Tool, string, error) {
+// describe makes the MCP listing of one loaded tool, with where it can
+// run.
+func (b *Bridge) describe(name string) (*mcp.Tool, error) {
 	raw, err := read(b.tree, "t/"+name+".meta")
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	var m toolMeta
 	if err := json.Unmarshal([]byte(raw), &m); err != nil {
@@ -317,14 +303,14 @@ func (b *Bridge) describe(name string) (*mcp.Tool, string, error) {
 			Args                                     json.RawMessage
 		}
 		if err2 := json.Unmarshal([]byte(raw), &core); err2 != nil {
-			return nil, "", fmt.Errorf("t/%s.meta: %w", name, err)
+			return nil, fmt.Errorf("t/%s.meta: %w", name, err)
 		}
 		b.opt.Logf("mcp: t/%s.meta: %v: listed without annotations and outputSchema", name, err)
 		m.Description, m.Prompt, m.OutputFormat, m.Scope, m.Args = core.Description, core.Prompt, core.OutputFormat, core.Scope, core.Args
 	}
 	where, err := ask(b.tree, "cluster/where", name)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	nodes := lines(where)
 	schema := m.Args
@@ -348,7 +334,7 @@ func (b *Bridge) describe(name string) (*mcp.Tool, string, error) {
 	if isJSONObject(m.OutputSchema) {
 		t.OutputSchema = m.OutputSchema
 	}
-	return t, strings.Join(nodes, ","), nil
+	return t, nil
 }
 
 // annotations are a tool's MCP annotations: those it declares, and for
@@ -520,35 +506,6 @@ func (b *Bridge) concerns(events, agent string) bool {
 		}
 	}
 	return false
-}
-
-// pollWhere lists the tools again when the nodes that can run one of
-// them change.
-func (b *Bridge) pollWhere() {
-	defer b.wg.Done()
-	for b.sleep(b.opt.WherePoll) {
-		b.refreshMu.Lock()
-		names := make([]string, 0, len(b.listed))
-		for name := range b.listed {
-			names = append(names, name)
-		}
-		last := b.where
-		b.refreshMu.Unlock()
-		var wheres []string
-		for _, name := range names {
-			w, err := ask(b.tree, "cluster/where", name)
-			if err != nil {
-				w = "?"
-			}
-			wheres = append(wheres, name+"="+strings.Join(lines(w), ","))
-		}
-		slices.Sort(wheres) // as refresh keeps it
-		if strings.Join(wheres, "\n") != last {
-			if err := b.refresh(); err != nil {
-				b.opt.Logf("mcp: %v", err)
-			}
-		}
-	}
 }
 
 // sleep waits d; false once the bridge is closing.
