@@ -29,6 +29,10 @@ type Options struct {
 	// PageSize is how many tools a page of tools/list holds (default
 	// 100); a longer list has a nextCursor.
 	PageSize int
+	// WatchCalls, when set, sends the lines the agent's calls write while
+	// they run (fd 2 and fd 3, notify.go) to f until stop is called; the
+	// bridge then passes them on as progress and logging notifications.
+	WatchCalls func(session, agent string, f func(tool string, fd int, line string)) (stop func())
 	// Version is the server version shown to clients.
 	Version string
 	// Logf receives a line for each problem the bridge meets (default:
@@ -68,6 +72,10 @@ type Bridge struct {
 	inited atomic.Bool // the MCP session finished its initialisation
 
 	calls, ctls fidPool // open fids of the agent's call and ctl files
+
+	flights   flights       // calls in progress, for their notifications
+	notes     chan []func() // notifications to send (notify.go)
+	stopWatch func()        // ends Options.WatchCalls; nil without
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -111,7 +119,7 @@ func New(fsys *client.Fsys, opt Options) (*Bridge, error) {
 	if opt.PageSize <= 0 {
 		opt.PageSize = 100
 	}
-	b := &Bridge{tree: &tree{fsys: fsys, msize: opt.Msize}, opt: opt, listed: map[string]string{}}
+	b := &Bridge{tree: &tree{fsys: fsys, msize: opt.Msize}, opt: opt, listed: map[string]string{}, notes: make(chan []func(), 256)}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	if opt.Profile != "" {
 		if _, err := fsys.Stat("a/" + opt.Profile + ".json"); err != nil {
@@ -162,6 +170,7 @@ func New(fsys *client.Fsys, opt Options) (*Bridge, error) {
 		Instructions: "Tools of a toolnode cluster. tool_load NAME makes a tool of the catalog (tools_all) callable; the list changes as tools are loaded, published or withdrawn.",
 		Capabilities: &mcp.ServerCapabilities{
 			Tools:     &mcp.ToolCapabilities{ListChanged: true},
+			Logging:   &mcp.LoggingCapabilities{},
 			Prompts:   &mcp.PromptCapabilities{ListChanged: false},
 			Resources: &mcp.ResourceCapabilities{},
 		},
@@ -183,8 +192,13 @@ func New(fsys *client.Fsys, opt Options) (*Bridge, error) {
 		b.Close()
 		return nil, err
 	}
-	b.wg.Add(1)
+	if opt.WatchCalls != nil {
+		f := strings.Split(b.dir, "/") // session/S/agent/A
+		b.stopWatch = opt.WatchCalls(f[1], f[3], b.onLine)
+	}
+	b.wg.Add(2)
 	go b.watchEvents()
+	go b.sendNotes()
 	return b, nil
 }
 
@@ -210,6 +224,9 @@ func (b *Bridge) Abandon() { b.stop(false) }
 
 func (b *Bridge) stop(kill bool) {
 	b.once.Do(func() {
+		if b.stopWatch != nil {
+			b.stopWatch()
+		}
 		b.cancel()
 		b.calls.close()
 		b.ctls.close()
@@ -365,7 +382,9 @@ func (b *Bridge) call(name string, t *mcp.Tool) mcp.ToolHandler {
 		if a := req.Params.Arguments; len(a) > 0 && string(a) != "null" {
 			args = string(a)
 		}
+		done := b.flights.add(name, req)
 		out, err := b.calls.ask(name + " " + args)
+		done()
 		if err != nil {
 			return errorResult(err), nil
 		}

@@ -49,7 +49,7 @@ func mcpNode(t *testing.T, pageSize int, metas map[string]string) (n *node.Node,
 		t.Fatal(err)
 	}
 	h := &nodeHost{n: n, tokens: map[string]string{secret: "mcpl"}}
-	m, err := mcpserve.Listen(mcpserve.Config{Addr: "127.0.0.1:0", Logf: t.Logf, PageSize: pageSize}, h)
+	m, err := mcpserve.Listen(mcpserve.Config{Addr: "127.0.0.1:0", Logf: t.Logf, PageSize: pageSize, Lines: n.CallLines()}, h)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,17 +60,21 @@ type Config struct {
 	// PageSize is how many tools a page of tools/list holds (default
 	// mcpbridge's).
 	PageSize int
+	// Lines, when set, is the host's side channel of its calls' lines
+	// (progress and standard error) to the sessions' bridges.
+	Lines *Lines
 }
 
 // Server is MCP over Streamable HTTP for one node.
 type Server struct {
-	host Host
-	logf func(format string, args ...any)
-	ln   net.Listener
-	http *http.Server
-	sdk  *mcp.StreamableHTTPHandler
-	anon bool
-	page int // Config.PageSize
+	host  Host
+	logf  func(format string, args ...any)
+	ln    net.Listener
+	http  *http.Server
+	sdk   *mcp.StreamableHTTPHandler
+	anon  bool
+	page  int    // Config.PageSize
+	lines *Lines // Config.Lines
 
 	// loopback: the listener is on loopback (Host and Origin must name
 	// loopback); else hosts are the names it answers for (check.go).
@@ -107,7 +111,7 @@ func Listen(cfg Config, host Host) (*Server, error) {
 	}
 	s.loopback, s.hosts = hostsOf(cfg.Addr, cfg.TLS)
 	s.anon = cfg.Anon && s.loopback
-	s.page = cfg.PageSize
+	s.page, s.lines = cfg.PageSize, cfg.Lines
 	s.sdk = mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		ss, _ := r.Context().Value(bridgeKey{}).(*session)
 		if ss == nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/toolnode/toolnode/p9"
 	"github.com/toolnode/toolnode/raftfsm"
 	"github.com/toolnode/toolnode/registry"
+	"github.com/toolnode/toolnode/sandbox"
 )
 
 // The node serves the 9P tree.
@@ -362,6 +363,7 @@ func (n *Node) StartCall(ctx context.Context, session, agent, tool string, args 
 	}
 	return func(ctx context.Context) ([]byte, error) {
 		start := time.Now()
+		ctx = sandbox.WithLines(ctx, n.callLines.For(session, agent, tool))
 		out, err := n.runChecked(ctx, e, c)
 		n.metrics.Call(tool, n.cfg.Name, time.Since(start), err)
 		return out, err
