@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -134,6 +135,8 @@ type fields struct {
 	Origin  string   `json:"origin"`
 	Names   []string `json:"names"`
 	Role    string   `json:"role"`
+	// Limit is the allow-list a new session's or agent's maker names.
+	Limit []string `json:"limit"`
 	// Publisher is the principal a version records (raftfsm/versions.go).
 	Publisher string `json:"publisher"`
 	// By is the principal a trusted key's change records
@@ -217,6 +220,10 @@ func checkTools(p Principal, t raftfsm.CommandType, f fields) error {
 	switch t {
 	case raftfsm.CmdPutToken, raftfsm.CmdRevokeToken:
 		return fmt.Errorf("%w: a token limited by tools manages no tokens (%s)", ErrDenied, p.Name)
+	case raftfsm.CmdCreateSession, raftfsm.CmdCreateAgent:
+		if !slices.Equal(f.Limit, p.Tools) {
+			return fmt.Errorf("%w: a session or agent made with token %s must carry its tools (%s), not %q", ErrDenied, p.Name, strings.Join(p.Tools, ","), f.Limit)
+		}
 	case raftfsm.CmdLoad:
 		for _, name := range f.Names {
 			if !acl.Matches(p.Tools, name) {

@@ -267,6 +267,9 @@ func TestCheckToolsLimit(t *testing.T) {
 		{"limited makes a token", lim, putToken, "manages no tokens"},
 		{"limited revokes a token", lim, revoke, "manages no tokens"},
 		{"control: unlimited loads it", open, load("file_write"), ""},
+		{"limited makes a session without its list", lim, enc(raftfsm.CmdCreateSession, raftfsm.CreateSession{Name: "n", Owner: "lim", Time: 1}), "must carry its tools"},
+		{"limited makes an agent with another list", lim, enc(raftfsm.CmdCreateAgent, raftfsm.CreateAgent{Session: "s0", Limit: []string{"*"}}), "must carry its tools"},
+		{"limited makes an agent with its list", lim, enc(raftfsm.CmdCreateAgent, raftfsm.CreateAgent{Session: "s0", Limit: tok.Tools}), ""},
 		{"control: unlimited makes a token", open, putToken, ""},
 	} {
 		err := Check(f, tc.p, tc.cmd)

@@ -157,3 +157,46 @@ func TestMCP_UnknownProfile404(t *testing.T) {
 		t.Errorf("control ?profile=p: HTTP %d %q", resp.StatusCode, text)
 	}
 }
+
+// A token limited by tools sees in tools/list only what it allows, its
+// profile's autoLoad notwithstanding, and cannot load the rest; the
+// control is TestMCP_ToolsListPagesAndAnnotations's unlimited token.
+func TestMCP_LimitedTokenList(t *testing.T) {
+	n := startNode(t)
+	for _, name := range []string{"rd", "wr"} {
+		if err := n.PublishToolMeta(name, []byte(`{"description":"x","cmd":"echo x"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := n.PublishProfile("p", []byte(`{"autoLoad":["rd","wr"]}`)); err != nil {
+		t.Fatal(err)
+	}
+	secret, err := n.NewToken(p9.Principal{Name: "admin", Role: p9.RoleAdmin}, "lim", p9.RoleCall, []string{"rd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &nodeHost{n: n, tokens: map[string]string{secret: "lim"}}
+	m, err := mcpserve.Listen(mcpserve.Config{Addr: "127.0.0.1:0", Logf: t.Logf}, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go m.Serve()
+	t.Cleanup(m.Close)
+	s := connect(t, "http://"+m.Addr().String()+"/?profile=p", secret, nil)
+	res, err := s.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range res.Tools {
+		names = append(names, tool.Name)
+	}
+	slices.Sort(names)
+	if want := []string{"rd", "tool_load", "tool_unload", "tools_all"}; !slices.Equal(names, want) {
+		t.Errorf("tools/list %q, want %q", names, want)
+	}
+	r, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "tool_load", Arguments: map[string]any{"name": "wr"}})
+	if err != nil || !r.IsError || !strings.Contains(r.Content[0].(*mcp.TextContent).Text, "permission denied: tool wr is not allowed here") {
+		t.Errorf("tool_load wr: %v %+v", err, r)
+	}
+}

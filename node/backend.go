@@ -329,7 +329,7 @@ func (n *Node) StartCall(ctx context.Context, session, agent, tool string, args 
 		}
 		return func(context.Context) ([]byte, error) { return out, nil }, nil
 	}
-	if err := acl.CheckAllowed(tool, a.Tools, callerOf(ctx).tools); err != nil {
+	if err := acl.CheckAllowed(tool, a.Tools, a.Limit, callerOf(ctx).tools); err != nil {
 		return nil, err
 	}
 	// The object is not decoded here: the Runner's schema check (or the

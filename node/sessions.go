@@ -63,7 +63,7 @@ func (n *Node) newSession(c caller, spec string) (string, error) {
 		}
 	}
 	r, err := n.applyFor(c, raftfsm.CmdCreateSession, raftfsm.CreateSession{
-		Name: kv["name"], Owner: c.who, Cwd: cwd, Profile: kv["agent"], Time: nowNano(),
+		Name: kv["name"], Owner: c.who, Cwd: cwd, Profile: kv["agent"], Time: nowNano(), Limit: c.tools,
 	})
 	return r.Name, err
 }
@@ -129,7 +129,7 @@ func (n *Node) newAgent(c caller, session, spec string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	r, err := n.applyFor(c, raftfsm.CmdCreateAgent, raftfsm.CreateAgent{Session: session, Name: kv["name"], Profile: kv["profile"]})
+	r, err := n.applyFor(c, raftfsm.CmdCreateAgent, raftfsm.CreateAgent{Session: session, Name: kv["name"], Profile: kv["profile"], Limit: c.tools})
 	return r.Name, err
 }
 
@@ -217,7 +217,7 @@ func (n *Node) unload(c caller, session, agent string, names []string) error {
 // ToolsAll is tools_all for an agent: the tools its profile's allow-list
 // allows (toolsAll).
 func (n *Node) ToolsAll(session, agent string) string {
-	return allowedLines(n.toolsAll(), n.agentTools(session, agent))
+	return allowedLines(n.toolsAll(), n.agentTools(session, agent)...)
 }
 
 // toolsAll lists every tool the cluster knows with the nodes that can run

@@ -24,11 +24,12 @@ func checkLimit(names []string, tools []string) error {
 	return nil
 }
 
-// agentTools is the allow-list of an agent (nil: every tool, or no such
-// agent: what is asked of it fails on its own).
-func (n *Node) agentTools(session, agent string) []string {
+// agentTools are the allow-lists of an agent, its profile's and its
+// maker's token's (none for no such agent: what is asked of it fails on
+// its own).
+func (n *Node) agentTools(session, agent string) [][]string {
 	if a, err := n.agent(session, agent); err == nil {
-		return a.Tools
+		return [][]string{a.Tools, a.Limit}
 	}
 	return nil
 }
@@ -61,7 +62,7 @@ func (n *Node) checkRoutedLimit(req callRequest, a *raftfsm.Agent) error {
 	if t, ok := n.fsm.Token(req.Who); ok {
 		token = t.Tools
 	}
-	return acl.CheckAllowed(req.Tool, req.Tools, token, a.Tools)
+	return acl.CheckAllowed(req.Tool, req.Tools, token, a.Tools, a.Limit)
 }
 
 // ToolsAll is tools_all for the principal: what its token allows too.

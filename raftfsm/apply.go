@@ -229,8 +229,11 @@ func genName(counter *uint64, prefix string, taken func(string) bool) string {
 
 // newAgent makes an agent from an optional profile: its autoLoad tools
 // that the cluster knows are loaded, each one a revision.
-func newAgent(st *state, name, profile string) (*Agent, error) {
-	a := &Agent{Name: name, Profile: profile, Loaded: []string{}}
+func newAgent(st *state, name, profile string, limit []string) (*Agent, error) {
+	if err := acl.CheckTools(limit); err != nil {
+		return nil, refuse(ErrInvalid, "%v", err)
+	}
+	a := &Agent{Name: name, Profile: profile, Limit: limit, Loaded: []string{}}
 	if profile == "" {
 		return a, nil
 	}
@@ -240,7 +243,7 @@ func newAgent(st *state, name, profile string) (*Agent, error) {
 	}
 	a.Tools = p.Tools
 	for _, tool := range p.AutoLoad {
-		if t, known := st.Tools[tool]; known && t.Published() && !a.IsLoaded(tool) && acl.Matches(p.Tools, tool) {
+		if t, known := st.Tools[tool]; known && t.Published() && !a.IsLoaded(tool) && a.Allows(tool) {
 			a.Loaded = append(a.Loaded, tool)
 			a.Rev++
 		}
@@ -276,7 +279,7 @@ func applyCreateSession(st *state, index uint64, body []byte, ev *[]Event) any {
 		if err := checkName("agent", c.Profile); err != nil {
 			return err
 		}
-		a, err := newAgent(st, c.Profile, c.Profile)
+		a, err := newAgent(st, c.Profile, c.Profile, c.Limit)
 		if err != nil {
 			return err
 		}
@@ -325,7 +328,7 @@ func applyCreateAgent(st *state, index uint64, body []byte, ev *[]Event) any {
 	if _, ok := s.Agents[name]; ok {
 		return refuse(ErrExists, "agent %q already exists in session %q", name, c.Session)
 	}
-	a, err := newAgent(st, name, c.Profile)
+	a, err := newAgent(st, name, c.Profile, c.Limit)
 	if err != nil {
 		return err
 	}
@@ -374,7 +377,7 @@ func applyLoad(st *state, index uint64, body []byte, ev *[]Event) any {
 		if t, ok := st.Tools[name]; !ok || !t.Published() {
 			return refuse(ErrNotFound, "no tool %q in the cluster", name)
 		}
-		if !acl.Matches(a.Tools, name) {
+		if !a.Allows(name) {
 			return refuse(ErrDenied, "permission denied: tool %s is not allowed here", name)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"sort"
 
+	"github.com/toolnode/toolnode/acl"
 	"github.com/toolnode/toolnode/signing"
 )
 
@@ -87,10 +88,16 @@ type Agent struct {
 	Profile string `json:"profile,omitempty"`
 	// Tools is the allow-list of the profile it was made from, as it was
 	// then (nil: every tool).
-	Tools  []string `json:"tools,omitempty"`
+	Tools []string `json:"tools,omitempty"`
+	// Limit is the allow-list of the token that made it (nil: none).
+	Limit  []string `json:"limit,omitempty"`
 	Loaded []string `json:"loaded"`
 	Rev    uint64   `json:"rev"`
 }
+
+// Allows reports whether the agent's lists allow tool: its profile's and
+// its maker's token's (DESIGN §9).
+func (a *Agent) Allows(tool string) bool { return acl.Allowed(tool, a.Tools, a.Limit) }
 
 // IsLoaded reports whether the agent has loaded tool.
 func (a *Agent) IsLoaded(tool string) bool {

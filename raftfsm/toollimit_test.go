@@ -43,6 +43,16 @@ func TestToolsAllowList(t *testing.T) {
 	}
 	h.ok(CmdLoad, Load{Session: "s", Agent: "open", Names: []string{"file_write"}})
 
+	// An agent made by a limited token keeps its list: with the profile's,
+	// it autoloads and loads only what both allow.
+	h.ok(CmdPublishProfiles, PublishProfiles{Owner: "n1", Profiles: []ProfileSpec{{Name: "wide", Data: []byte(`{}`), AutoLoad: []string{"echo", "search_a", "file_write"}}}})
+	h.ok(CmdCreateAgent, CreateAgent{Session: "s", Name: "tok", Profile: "wide", Limit: []string{"search_*"}})
+	if a, _ := h.fsm.Agent("s", "tok"); !slices.Equal(a.Loaded, []string{"search_a"}) {
+		t.Errorf("the token-limited agent autoloaded %v, want [search_a]", a.Loaded)
+	}
+	h.fail(CmdLoad, Load{Session: "s", Agent: "tok", Names: []string{"echo"}}, ErrDenied)
+	h.fail(CmdCreateAgent, CreateAgent{Session: "s", Name: "bad", Limit: []string{"a b"}}, ErrInvalid)
+
 	_, hash, _ := acl.NewSecret()
 	h.ok(CmdPutToken, PutToken{Name: "lt", Role: "call", Hash: hash, Tools: []string{"echo"}})
 	h.fail(CmdPutToken, PutToken{Name: "lt2", Role: "call", Hash: strings.Repeat("c", 64), Tools: []string{"a b"}}, ErrInvalid)

@@ -402,6 +402,9 @@ func validateCreateSession(body []byte, lim Limits) error {
 	if len(c.Owner) > maxOwner {
 		return fmt.Errorf("session owner of %d bytes: at most %d", len(c.Owner), maxOwner)
 	}
+	if err := acl.CheckTools(c.Limit); err != nil {
+		return err
+	}
 	if c.Profile != "" {
 		// The profile names the session's first agent too.
 		if err := checkName("agent", c.Profile); err != nil {
@@ -435,6 +438,9 @@ func validateCreateAgent(body []byte, lim Limits) error {
 		return err
 	}
 	if err := checkName("session", c.Session); err != nil {
+		return err
+	}
+	if err := acl.CheckTools(c.Limit); err != nil {
 		return err
 	}
 	if c.Name != "" {

@@ -105,6 +105,13 @@ func TestE2E_ToolsAllowList(t *testing.T) {
 			t.Errorf("wide autoloaded %q", got)
 		}
 		rtMustCall(t, open, "session/prof/agent/w/", "everywhere", "alpha\n", "alpha")
+		// The limited token's agent from the wide profile autoloads only
+		// what the token allows.
+		mustAsk(t, lim, "session/new", "name=limprof cwd="+cwd)
+		mustAsk(t, lim, "session/limprof/agent/new", "name=w profile=wide")
+		if got := cat(t, lim, "session/limprof/agent/w/tools"); got != "only_b\n" {
+			t.Errorf("the limited token's agent from wide autoloaded %q, want only_b", got)
+		}
 	})
 
 	// The token's list is replicated and outlives a restart of the node
