@@ -423,7 +423,7 @@ func (n *Node) runChecked(ctx context.Context, e *catalog.Entry, c *registry.Che
 	n.procsCall(1)
 	defer n.procsCall(-1)
 	out, err := c.Run(ctx)
-	n.noteCanaryCall(e.Tool, err)
+	n.rollout.NoteCall(e.Tool, err)
 	return out, err
 }
 

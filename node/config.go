@@ -132,7 +132,7 @@ type Config struct {
 	// CommitTimeout is Raft's: how long a leader with nothing to send
 	// waits before it sends followers the commit index anyway; default
 	// DefaultCommitTimeout. After each commit the leader tells every
-	// server at once with a commit notice (notice.go), so this is the
+	// server at once with a commit notice (raftnode), so this is the
 	// fallback for a notice that was lost.
 	CommitTimeout time.Duration
 
@@ -144,7 +144,7 @@ type Config struct {
 
 // DefaultCommitTimeout is five times hashicorp/raft's own default (50 ms):
 // followers learn each commit from the leader's commit notice at once
-// (notice.go), so the idle leader's periodic AppendEntries to each
+// (raftnode), so the idle leader's periodic AppendEntries to each
 // follower is only a fallback, and at 50 ms it is half of an idle
 // leader's wake-ups (BENCHMARKS.md).
 const DefaultCommitTimeout = 250 * time.Millisecond

@@ -17,7 +17,7 @@
 // WalkSession); after each batch of commits the leader tells every
 // other server, and the follower that forwarded a write or asked for its
 // index, that the entry is committed with a commit notice, an
-// AppendEntries of its own without entries (notice.go; the broadcast is
+// AppendEntries of its own without entries (package raftnode; the broadcast is
 // left out when another entry, which tells them too, follows within
 // 2 ms), so they apply it without waiting for Raft's CommitTimeout,
 // which is only a fallback (250 ms). The leader answers a forward first,

@@ -29,7 +29,9 @@ import (
 	"github.com/toolnode/toolnode/p9"
 	"github.com/toolnode/toolnode/raftfsm"
 	"github.com/toolnode/toolnode/raftlog"
+	"github.com/toolnode/toolnode/raftnode"
 	"github.com/toolnode/toolnode/registry"
+	"github.com/toolnode/toolnode/rollout"
 	"github.com/toolnode/toolnode/sandbox"
 	"github.com/toolnode/toolnode/signing"
 )
@@ -64,8 +66,7 @@ type Node struct {
 	lim       clusterport.Limits // the cluster port's deadlines
 	fwd       clusterport.Pool   // forwarded writes, per leader address
 	callConns clusterport.Pool   // routed calls, per node address
-	nudge     nudger             // retry.go
-	notices   commitNotices      // notice.go
+	commits   *raftnode.Notices  // the leader's commit notices
 	ri        readIndex          // readindex.go
 	route     router
 	rep       replica // servers and clients (replica.go)
@@ -93,9 +94,9 @@ type Node struct {
 	dirSigner *signing.Signer
 	events    *p9.EventRing
 	runner    *registry.Runner
-	sandbox   string       // how tools are run, for the node file
-	calls     *calls.Queue // -max-calls
-	tally     canaryTally
+	sandbox   string           // how tools are run, for the node file
+	calls     *calls.Queue     // -max-calls
+	rollout   *rollout.Service // v/ and canaries
 	digests   sandbox.DigestCache
 	blobs     *blobs.Service // the executables' store, fetches and collection
 
@@ -140,6 +141,12 @@ func New(cfg Config) (n *Node, err error) {
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.steps = newStartSteps(cfg.Logger)
 	n.events = p9.NewEventRing(4096)
+	n.commits = raftnode.New(n.ctx, raftnode.Config{
+		Self:      raft.ServerID(cfg.Name),
+		Raft:      n.raftNode,
+		Transport: func() raft.Transport { return n.transport },
+		Logs:      func() raft.LogStore { return n.logs },
+	})
 	if cfg.MetricsAddr != "" {
 		n.metrics = metrics.New(cfg.Name, n)
 	}
@@ -151,6 +158,7 @@ func New(cfg Config) (n *Node, err error) {
 	n.fsm = raftfsm.New(n)
 	n.fsm.SetLogf(n.logger.Printf)
 	n.catalog.SetTrust(n.fsm.TrustError)
+	n.rollout = n.newRollout()
 	started := n // returns below set n to nil before this runs
 	defer func() {
 		if err != nil {
@@ -255,7 +263,10 @@ func New(cfg Config) (n *Node, err error) {
 	n.wg.Add(1)
 	go n.collectBlobs()
 	n.wg.Add(1)
-	go n.watchCanaries()
+	go func() {
+		defer n.wg.Done()
+		n.rollout.Watch(n.ctx)
+	}()
 	n.wg.Add(1)
 	go n.flushStaged()
 	// What this host can run is gossiped by advertise, beside 9P: encoding

@@ -76,7 +76,7 @@ type replica struct {
 // fsmFeed is the raft.FSM Raft is given: the node's FSM, fed under
 // feedMu, each applied command published to the stream's Hub. It takes
 // Raft's committed entries a batch at a time (raft.BatchingFSM), so that
-// the leader tells every server of each batch once (notice.go).
+// the leader tells every server of each batch once (raftnode).
 type fsmFeed struct{ n *Node }
 
 var _ raft.BatchingFSM = fsmFeed{}
@@ -108,7 +108,7 @@ func (f fsmFeed) ApplyBatch(logs []*raft.Log) []any {
 	r.feedMu.Unlock()
 	if len(logs) > 0 {
 		last := logs[len(logs)-1]
-		f.n.committed(last.Index, last.Term)
+		f.n.commits.Committed(last.Index, last.Term)
 	}
 	return out
 }

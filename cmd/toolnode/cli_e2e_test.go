@@ -156,8 +156,8 @@ func TestCLIVerbs(t *testing.T) {
 
 	t.Run("write_creates_in_t", func(t *testing.T) {
 		meta := `{"description": "made by toolnode 9p write"}` + "\n"
-		cliOK(t, e, meta, "9p", addr, "write", "t/cli_hello.meta")
 		cliOK(t, e, "#!/bin/sh\necho hello from cli_hello\n", "9p", addr, "write", "t/cli_hello")
+		cliOK(t, e, meta, "9p", addr, "write", "t/cli_hello.meta")
 		idxHas("cli_hello", true)
 		if got := cliOK(t, e, "", "9p", addr, "read", "t/cli_hello.meta"); got != meta {
 			t.Errorf("read t/cli_hello.meta = %q, want %q", got, meta)
