@@ -81,7 +81,7 @@ type Config struct {
 	CredentialFiles []string
 
 	// ClientProcs, when above 0, is GOMAXPROCS while this node is a
-	// client (procs.go); a server has the runtime's default. GOMAXPROCS
+	// client (package procs); a server has the runtime's default. GOMAXPROCS
 	// is the process's: set it only where the process runs one node.
 	ClientProcs int
 

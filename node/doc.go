@@ -51,7 +51,7 @@
 // -voters voters and -servers servers in all, taking nodes that ask
 // (-server) first (reconcile). With Config.ClientProcs a client runs on
 // that many processors, from the start when it joins with no Raft state,
-// and a server on the runtime's default (procs.go). It remembers the
+// and a server on the runtime's default (package procs). It remembers the
 // gossip addresses of its members in DATA/peers.json, to rejoin them
 // after a restart: at the first join at once, then at most every few
 // seconds and at stop (cluster.PeerSaves).

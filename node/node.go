@@ -27,6 +27,7 @@ import (
 	"github.com/toolnode/toolnode/mcpserve"
 	"github.com/toolnode/toolnode/metrics"
 	"github.com/toolnode/toolnode/p9"
+	"github.com/toolnode/toolnode/procs"
 	"github.com/toolnode/toolnode/raftfsm"
 	"github.com/toolnode/toolnode/raftlog"
 	"github.com/toolnode/toolnode/raftnode"
@@ -69,8 +70,8 @@ type Node struct {
 	commits   *raftnode.Notices  // the leader's commit notices
 	ri        readIndex          // readindex.go
 	route     router
-	rep       replica // servers and clients (replica.go)
-	procs     procs   // a client's GOMAXPROCS (procs.go)
+	rep       replica      // servers and clients (replica.go)
+	procs     *procs.Procs // a client's GOMAXPROCS
 
 	// clientPeers: cluster addresses whose certificate was a client
 	// node's when last dialled (address → time.Time), leader.go.
@@ -140,6 +141,7 @@ func New(cfg Config) (n *Node, err error) {
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.steps = newStartSteps(cfg.Logger)
+	n.procs = procs.New(n.ctx, cfg.ClientProcs, n.logger.Printf)
 	n.events = p9.NewEventRing(4096)
 	n.commits = raftnode.New(n.ctx, raftnode.Config{
 		Self:      raft.ServerID(cfg.Name),
@@ -170,7 +172,7 @@ func New(cfg Config) (n *Node, err error) {
 	// adds it (lazyraft.go): it starts on a client's processors.
 	if n.cfg.RaftTransport == nil && n.joins() && !raftStateOnDisk(n.raftDir()) {
 		n.raftLazy.Store(true)
-		n.startAsClient()
+		n.procs.StartAsClient()
 	}
 	for _, d := range []string{cfg.DataDir, n.scratchDir()} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -283,7 +285,7 @@ func New(cfg Config) (n *Node, err error) {
 	}
 	n.startAdminToken()
 	n.steps.step("9P serving")
-	n.startProcs()
+	n.procs.Start(!n.rep.isServer.Load())
 	n.logger.Printf("node %s: serving 9P on %s, cluster on %s, gossip on %s", cfg.Name, n.P9Addr(), n.transport.LocalAddr(), n.gossip.LocalAddr())
 	return n, nil
 }
@@ -349,7 +351,7 @@ func (n *Node) startClusterPort(hl hclog.Logger) error {
 	})
 	n.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:                &raftLayer{Listener: rl, advertise: adv, n: n},
-		ServerAddressProvider: gossipAddrs{n},
+		ServerAddressProvider: n.raftAddrs(),
 		MaxPool:               3,
 		Timeout:               10 * time.Second,
 		Logger:                hl,

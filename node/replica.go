@@ -266,7 +266,7 @@ func (n *Node) clientOnlyStart() error {
 			n.logger.Printf("cluster TLS: the Raft state in %s is left unused: this node's certificate is a client node's", n.raftDir())
 		}
 		n.raftLazy.Store(true)
-		n.startAsClient()
+		n.procs.StartAsClient()
 	}
 	n.logger.Printf("cluster TLS: this node's certificate %s is a client node's (%s): it stays a client: it follows the change stream, forwards writes and runs routed calls, and never opens Raft, votes or serves the stream", cert, tlsutil.ClientRoleURI)
 	return nil
@@ -314,7 +314,7 @@ func (n *Node) checkRole() {
 		n.quietRaft(true)
 		n.startFollowing()
 	}
-	n.applyProcs()
+	n.procs.Role(!n.rep.isServer.Load())
 }
 
 // clientRaftTimeout is a client's Raft heartbeat and election timeout.
