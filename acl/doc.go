@@ -1,6 +1,7 @@
 // Package acl owns toolnode's 9P tokens (DESIGN §7): making a token's
 // secret, the hash the cluster stores in its place, the rules for token
-// names and the names of the roles a token carries.
+// names and the names of the roles a token carries, and the tool
+// allow-lists (glob patterns) a token or a profile may hold (DESIGN §9).
 //
 // A token is a name, a role and the SHA-256 of a secret of 32 random
 // bytes. Only the hash is replicated (by raftfsm, through Raft): the

@@ -109,7 +109,21 @@ func (c *Cluster) SetCapabilities(caps Caps) {
 	}
 	c.mu.Unlock()
 	sort.Slice(delta, func(i, j int) bool { return delta[i].tool < delta[j].tool })
+	if len(delta) > 0 {
+		tools := make([]string, len(delta))
+		for i, we := range delta {
+			tools[i] = we.tool
+		}
+		c.tell(tools)
+	}
 	c.announce(delta)
+}
+
+// tell passes tools to Config.CapsChanged.
+func (c *Cluster) tell(tools []string) {
+	if c.changed != nil && len(tools) > 0 {
+		c.changed(tools)
+	}
 }
 
 // Capable lists the nodes that can run tool and are alive (this node
@@ -176,6 +190,8 @@ func (c *Cluster) nextVersionLocked(above uint64) uint64 {
 // many taught this node something, and the entries this node issues to
 // contradict stale news about itself.
 func (c *Cluster) merge(groups []group) (news int, refute []wireEntry) {
+	var changed []string
+	defer func() { c.tell(changed) }() // after the unlock below
 	now := time.Now().UnixNano()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -195,6 +211,9 @@ func (c *Cluster) merge(groups []group) (news int, refute []wireEntry) {
 				c.caps[g.node] = tbl
 			}
 			if cur, ok := tbl[we.tool]; !ok || newer(we.e, cur) {
+				if !ok && !we.e.gone || ok && !sameFacts(we.e, cur) {
+					changed = append(changed, we.tool)
+				}
 				we.e.at = now
 				tbl[we.tool] = we.e
 				news++

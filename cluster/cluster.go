@@ -52,6 +52,11 @@ type Config struct {
 	// compressed messages either way, so members that differ in it
 	// understand each other.
 	Compress bool
+	// CapsChanged, when set, is told the tools whose capable nodes may
+	// have changed: a node's entry for them now says something else. It
+	// is called outside the cluster's locks, on gossip's goroutines, and
+	// must not block.
+	CapsChanged func(tools []string)
 }
 
 // Meta is what a node advertises in memberlist node meta.
@@ -107,6 +112,7 @@ type Cluster struct {
 
 	name, addr string // this node's, fixed at Start
 	logger     *log.Logger
+	changed    func(tools []string) // Config.CapsChanged, set before any gossip
 
 	mu   sync.Mutex
 	meta Meta
@@ -203,6 +209,7 @@ func Start(cfg Config) (*Cluster, error) {
 	// LAN has the bandwidth; Compress turns it back on.
 	mc.EnableCompression = cfg.Compress
 	c := newCluster(mc.Name, cfg.Meta, log.New(out, "", log.LstdFlags))
+	c.changed = cfg.CapsChanged
 	c.reconnectEvery, c.reconnectFor = cfg.ReconnectInterval, cfg.ReconnectTimeout
 	if c.reconnectEvery <= 0 {
 		c.reconnectEvery = DefaultReconnectInterval

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -33,6 +34,8 @@ type Principal struct {
 	Kind Kind
 	Role p9.Role
 	Via  string // the node that forwarded it
+	// Tools is the token's allow-list (DESIGN §9; nil: every tool).
+	Tools []string
 }
 
 // State is what Resolve and Check read of the leader's state
@@ -63,7 +66,7 @@ func Resolve(st State, token, anon, node string) (Principal, error) {
 		if err != nil {
 			return Principal{Name: t.Name, Kind: Token, Via: node}, fmt.Errorf("%w: token %s has no valid role: %v", ErrDenied, t.Name, err)
 		}
-		return Principal{Name: t.Name, Kind: Token, Role: r, Via: node}, nil
+		return Principal{Name: t.Name, Kind: Token, Role: r, Via: node, Tools: t.Tools}, nil
 	case anon != "":
 		if !ValidAnon(anon) {
 			return Principal{Name: "node:" + node, Kind: Node, Via: node}, fmt.Errorf("%w: a command forwarded by node:%s without a token names %q, not an anonymous principal (anon@IP)", ErrDenied, node, anon)
@@ -132,6 +135,8 @@ type fields struct {
 	Origin  string   `json:"origin"`
 	Names   []string `json:"names"`
 	Role    string   `json:"role"`
+	// Limit is the allow-list a new session's or agent's maker names.
+	Limit []string `json:"limit"`
 	// Publisher is the principal a version records (raftfsm/versions.go).
 	Publisher string `json:"publisher"`
 	// By is the principal a trusted key's change records
@@ -179,6 +184,11 @@ func Check(st State, p Principal, entry []byte) error {
 	if p.Role < role {
 		return fmt.Errorf("%w: needs role %s to %s (%s has %s)", ErrDenied, role, t, p.Name, p.Role)
 	}
+	if len(p.Tools) > 0 {
+		if err := checkTools(p, t, f); err != nil {
+			return err
+		}
+	}
 	if f.Publisher != "" && f.Publisher != p.Name {
 		return fmt.Errorf("%w: a version published by %s must name it, not %q", ErrDenied, p.Name, f.Publisher)
 	}
@@ -200,6 +210,26 @@ func Check(st State, p Principal, entry []byte) error {
 	}
 	if owner, ok := st.SessionOwner(session); ok && owner != "" && owner != p.Name {
 		return fmt.Errorf("%w: session %q was made by another principal; only its maker and admin may use it", ErrDenied, session)
+	}
+	return nil
+}
+
+// checkTools is Check for a token limited by tools: it manages no tokens
+// and loads only what its list allows.
+func checkTools(p Principal, t raftfsm.CommandType, f fields) error {
+	switch t {
+	case raftfsm.CmdPutToken, raftfsm.CmdRevokeToken:
+		return fmt.Errorf("%w: a token limited by tools manages no tokens (%s)", ErrDenied, p.Name)
+	case raftfsm.CmdCreateSession, raftfsm.CmdCreateAgent:
+		if !slices.Equal(f.Limit, p.Tools) {
+			return fmt.Errorf("%w: a session or agent made with token %s must carry its tools (%s), not %q", ErrDenied, p.Name, strings.Join(p.Tools, ","), f.Limit)
+		}
+	case raftfsm.CmdLoad:
+		for _, name := range f.Names {
+			if !acl.Matches(p.Tools, name) {
+				return fmt.Errorf("%w: tool %s is not allowed here", ErrDenied, name)
+			}
+		}
 	}
 	return nil
 }

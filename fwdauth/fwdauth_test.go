@@ -2,6 +2,7 @@ package fwdauth
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -65,7 +66,7 @@ func TestResolve(t *testing.T) {
 	} {
 		p, err := Resolve(f, tc.token, tc.anon, tc.node)
 		switch {
-		case tc.refused == "" && (err != nil || p != tc.want):
+		case tc.refused == "" && (err != nil || !reflect.DeepEqual(p, tc.want)):
 			t.Errorf("%s: %+v, %v; want %+v", tc.what, p, err, tc.want)
 		case tc.refused != "" && (!errors.Is(err, ErrDenied) || !strings.Contains(err.Error(), tc.refused)):
 			t.Errorf("%s: %+v, %v; want a refusal naming %q", tc.what, p, err, tc.refused)
@@ -232,5 +233,56 @@ func TestCheck_Trust(t *testing.T) {
 	}
 	if a, tg := Describe(add("root")); a != "add-key" || tg != "k" {
 		t.Errorf("Describe(add-key) = %q %q", a, tg)
+	}
+}
+
+// A token limited by tools loads only what its list allows and manages no
+// tokens, whatever its role; the control: the same principal without the
+// list may do both.
+func TestCheckToolsLimit(t *testing.T) {
+	f, _ := state(t)
+	_, hash, _ := acl.NewSecret()
+	f.Apply(&raft.Log{Index: 100, Data: raftfsm.MustEncode(raftfsm.CmdPutToken, raftfsm.PutToken{Name: "lim", Role: "admin", Hash: hash, Tools: []string{"echo", "search_*"}, Time: 1})})
+	enc := raftfsm.MustEncode
+	load := func(names ...string) []byte {
+		return enc(raftfsm.CmdLoad, raftfsm.Load{Session: "s0", Agent: "a", Names: names})
+	}
+	putToken := enc(raftfsm.CmdPutToken, raftfsm.PutToken{Name: "x", Role: "read", Hash: strings.Repeat("b", 64), Time: 1})
+	revoke := enc(raftfsm.CmdRevokeToken, raftfsm.RevokeToken{Name: "root"})
+	tok, ok := f.Token("lim")
+	if !ok || len(tok.Tools) != 2 {
+		t.Fatalf("token lim: %+v", tok)
+	}
+	lim := Principal{Name: "lim", Kind: Token, Role: p9.RoleAdmin, Via: "n2", Tools: tok.Tools}
+	open := lim
+	open.Tools = nil
+	for _, tc := range []struct {
+		what    string
+		p       Principal
+		cmd     []byte
+		refused string
+	}{
+		{"limited loads an allowed tool", lim, load("echo", "search_x"), ""},
+		{"limited loads another", lim, load("echo", "file_write"), "tool file_write is not allowed here"},
+		{"limited makes a token", lim, putToken, "manages no tokens"},
+		{"limited revokes a token", lim, revoke, "manages no tokens"},
+		{"control: unlimited loads it", open, load("file_write"), ""},
+		{"limited makes a session without its list", lim, enc(raftfsm.CmdCreateSession, raftfsm.CreateSession{Name: "n", Owner: "lim", Time: 1}), "must carry its tools"},
+		{"limited makes an agent with another list", lim, enc(raftfsm.CmdCreateAgent, raftfsm.CreateAgent{Session: "s0", Limit: []string{"*"}}), "must carry its tools"},
+		{"limited makes an agent with its list", lim, enc(raftfsm.CmdCreateAgent, raftfsm.CreateAgent{Session: "s0", Limit: tok.Tools}), ""},
+		{"control: unlimited makes a token", open, putToken, ""},
+	} {
+		err := Check(f, tc.p, tc.cmd)
+		switch {
+		case tc.refused == "" && err != nil:
+			t.Errorf("%s: %v", tc.what, err)
+		case tc.refused != "" && (!errors.Is(err, ErrDenied) || !strings.Contains(err.Error(), tc.refused)):
+			t.Errorf("%s: %v; want a refusal naming %q", tc.what, err, tc.refused)
+		}
+	}
+	// Resolve gives the token's list.
+	p, err := Resolve(f, "", "", "n2")
+	if err != nil || p.Tools != nil {
+		t.Errorf("the node: %+v %v", p, err)
 	}
 }

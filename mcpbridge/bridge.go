@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,10 +26,13 @@ type Options struct {
 	// Session is the name of the toolnode session the bridge makes
 	// (default "mcp-" and 8 random hex digits).
 	Session string
-	// WherePoll is how often the nodes that can run each listed tool are
-	// checked (default 250ms): capabilities travel by gossip, which has
-	// no event in the events file.
-	WherePoll time.Duration
+	// PageSize is how many tools a page of tools/list holds (default
+	// 100); a longer list has a nextCursor.
+	PageSize int
+	// WatchCalls, when set, sends the lines the agent's calls write while
+	// they run (fd 2 and fd 3, notify.go) to f until stop is called; the
+	// bridge then passes them on as progress and logging notifications.
+	WatchCalls func(session, agent string, f func(tool string, fd int, line string)) (stop func())
 	// Version is the server version shown to clients.
 	Version string
 	// Logf receives a line for each problem the bridge meets (default:
@@ -51,6 +53,9 @@ type Options struct {
 	Msize uint32
 }
 
+// ErrNoProfile: the profile Options.Profile names is not in the cluster.
+var ErrNoProfile = errors.New("no such agent profile")
+
 // Bridge is one MCP session's agent. Its methods are safe for concurrent
 // use.
 type Bridge struct {
@@ -62,12 +67,15 @@ type Bridge struct {
 	dir     string // session/S/agent/A
 
 	refreshMu sync.Mutex        // one refresh at a time; held across 9P, never across the SDK's locks of other sessions
-	listed    map[string]string // tool → fingerprint of its listing
-	where     string            // fingerprint of where the listed tools run
+	listed    map[string]string // tool → fingerprint of its listing (where it runs included)
 
 	inited atomic.Bool // the MCP session finished its initialisation
 
 	calls, ctls fidPool // open fids of the agent's call and ctl files
+
+	flights   flights       // calls in progress, for their notifications
+	notes     chan []func() // notifications to send (notify.go)
+	stopWatch func()        // ends Options.WatchCalls; nil without
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -97,9 +105,6 @@ var builtins = []*mcp.Tool{
 // New makes a toolnode session and agent through fsys and an MCP server
 // that serves them. Close undoes it.
 func New(fsys *client.Fsys, opt Options) (*Bridge, error) {
-	if opt.WherePoll <= 0 {
-		opt.WherePoll = 250 * time.Millisecond
-	}
 	if opt.Logf == nil {
 		opt.Logf = func(string, ...any) {}
 	}
@@ -111,8 +116,19 @@ func New(fsys *client.Fsys, opt Options) (*Bridge, error) {
 		rand.Read(r[:])
 		opt.Session = "mcp-" + hex.EncodeToString(r[:])
 	}
-	b := &Bridge{tree: &tree{fsys: fsys, msize: opt.Msize}, opt: opt, listed: map[string]string{}}
+	if opt.PageSize <= 0 {
+		opt.PageSize = 100
+	}
+	b := &Bridge{tree: &tree{fsys: fsys, msize: opt.Msize}, opt: opt, listed: map[string]string{}, notes: make(chan []func(), 256)}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
+	if opt.Profile != "" {
+		if _, err := fsys.Stat("a/" + opt.Profile + ".json"); err != nil {
+			if strings.Contains(err.Error(), "does not exist") || strings.Contains(err.Error(), "not found") {
+				return nil, fmt.Errorf("%w: %q (a/%s.json): %v", ErrNoProfile, opt.Profile, opt.Profile, err)
+			}
+			return nil, fmt.Errorf("reading profile %q: %w", opt.Profile, err)
+		}
+	}
 
 	s, err := ask(b.tree, "session/new", "name="+opt.Session)
 	if err != nil {
@@ -139,6 +155,7 @@ func New(fsys *client.Fsys, opt Options) (*Bridge, error) {
 	var ended sync.Once
 	b.srv = mcp.NewServer(&mcp.Implementation{Name: "toolnode", Version: opt.Version}, &mcp.ServerOptions{
 		GetSessionID: getID,
+		PageSize:     opt.PageSize,
 		InitializedHandler: func(_ context.Context, req *mcp.InitializedRequest) {
 			b.inited.Store(true)
 			if opt.Ended != nil {
@@ -153,6 +170,7 @@ func New(fsys *client.Fsys, opt Options) (*Bridge, error) {
 		Instructions: "Tools of a toolnode cluster. tool_load NAME makes a tool of the catalog (tools_all) callable; the list changes as tools are loaded, published or withdrawn.",
 		Capabilities: &mcp.ServerCapabilities{
 			Tools:     &mcp.ToolCapabilities{ListChanged: true},
+			Logging:   &mcp.LoggingCapabilities{},
 			Prompts:   &mcp.PromptCapabilities{ListChanged: false},
 			Resources: &mcp.ResourceCapabilities{},
 		},
@@ -174,9 +192,13 @@ func New(fsys *client.Fsys, opt Options) (*Bridge, error) {
 		b.Close()
 		return nil, err
 	}
+	if opt.WatchCalls != nil {
+		f := strings.Split(b.dir, "/") // session/S/agent/A
+		b.stopWatch = opt.WatchCalls(f[1], f[3], b.onLine)
+	}
 	b.wg.Add(2)
 	go b.watchEvents()
-	go b.pollWhere()
+	go b.sendNotes()
 	return b, nil
 }
 
@@ -202,6 +224,9 @@ func (b *Bridge) Abandon() { b.stop(false) }
 
 func (b *Bridge) stop(kill bool) {
 	b.once.Do(func() {
+		if b.stopWatch != nil {
+			b.stopWatch()
+		}
 		b.cancel()
 		b.calls.close()
 		b.ctls.close()
@@ -234,16 +259,14 @@ func (b *Bridge) refresh() error {
 	}
 	names := lines(text)
 	want := map[string]*mcp.Tool{}
-	var wheres []string
 	for _, name := range names {
-		t, where, err := b.describe(name)
+		t, err := b.describe(name)
 		if err != nil {
 			// Withdrawn between the two reads: the next event lists again.
 			b.opt.Logf("mcp: describing %s: %v", name, err)
 			continue
 		}
 		want[name] = t
-		wheres = append(wheres, name+"="+where)
 	}
 	var gone []string
 	for name := range b.listed {
@@ -263,8 +286,6 @@ func (b *Bridge) refresh() error {
 		b.listed[name] = string(fp)
 		b.srv.AddTool(t, b.call(name, t))
 	}
-	slices.Sort(wheres)
-	b.where = strings.Join(wheres, "\n")
 	return nil
 }
 
@@ -274,22 +295,39 @@ type toolMeta struct {
 	Prompt       string          `json:"prompt"`
 	Args         json.RawMessage `json:"args"`
 	OutputFormat string          `json:"outputFormat"`
+	Scope        string          `json:"scope"`
+	// OutputSchema and Annotations are not .meta fields of DESIGN §1
+	// (unknown fields are kept as published): a tool that declares them
+	// (an upstream server's, DESIGN §9) has them shown as they are.
+	OutputSchema json.RawMessage      `json:"outputSchema"`
+	Annotations  *mcp.ToolAnnotations `json:"annotations"`
 }
 
-// describe makes the MCP listing of one loaded tool, and says where it
-// can run.
-func (b *Bridge) describe(name string) (*mcp.Tool, string, error) {
+// describe makes the MCP listing of one loaded tool, with where it can
+// run.
+func (b *Bridge) describe(name string) (*mcp.Tool, error) {
 	raw, err := read(b.tree, "t/"+name+".meta")
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	var m toolMeta
 	if err := json.Unmarshal([]byte(raw), &m); err != nil {
-		return nil, "", fmt.Errorf("t/%s.meta: %w", name, err)
+		// A declared field of the wrong shape (annotations, outputSchema)
+		// loses that field, not the tool.
+		m = toolMeta{}
+		var core struct {
+			Description, Prompt, OutputFormat, Scope string
+			Args                                     json.RawMessage
+		}
+		if err2 := json.Unmarshal([]byte(raw), &core); err2 != nil {
+			return nil, fmt.Errorf("t/%s.meta: %w", name, err)
+		}
+		b.opt.Logf("mcp: t/%s.meta: %v: listed without annotations and outputSchema", name, err)
+		m.Description, m.Prompt, m.OutputFormat, m.Scope, m.Args = core.Description, core.Prompt, core.OutputFormat, core.Scope, core.Args
 	}
 	where, err := ask(b.tree, "cluster/where", name)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	nodes := lines(where)
 	schema := m.Args
@@ -307,9 +345,32 @@ func (b *Bridge) describe(name string) (*mcp.Tool, string, error) {
 		Name:        name,
 		Description: desc,
 		InputSchema: schema,
+		Annotations: annotations(m),
 		Meta:        mcp.Meta{"toolnode/nodes": nodes, "toolnode/outputFormat": m.OutputFormat},
 	}
-	return t, strings.Join(nodes, ","), nil
+	if isJSONObject(m.OutputSchema) {
+		t.OutputSchema = m.OutputSchema
+	}
+	return t, nil
+}
+
+// annotations are a tool's MCP annotations: those it declares, and for
+// scope read readOnlyHint true and destructiveHint false (DESIGN §9).
+func annotations(m toolMeta) *mcp.ToolAnnotations {
+	a := m.Annotations
+	if m.Scope == "read" {
+		if a == nil {
+			a = &mcp.ToolAnnotations{}
+		}
+		no := false
+		a.ReadOnlyHint, a.DestructiveHint = true, &no
+	}
+	return a
+}
+
+func isJSONObject(b json.RawMessage) bool {
+	var v map[string]any
+	return len(b) > 0 && json.Unmarshal(b, &v) == nil && v != nil
 }
 
 // ---- calls
@@ -321,7 +382,9 @@ func (b *Bridge) call(name string, t *mcp.Tool) mcp.ToolHandler {
 		if a := req.Params.Arguments; len(a) > 0 && string(a) != "null" {
 			args = string(a)
 		}
+		done := b.flights.add(name, req)
 		out, err := b.calls.ask(name + " " + args)
+		done()
 		if err != nil {
 			return errorResult(err), nil
 		}
@@ -462,35 +525,6 @@ func (b *Bridge) concerns(events, agent string) bool {
 		}
 	}
 	return false
-}
-
-// pollWhere lists the tools again when the nodes that can run one of
-// them change.
-func (b *Bridge) pollWhere() {
-	defer b.wg.Done()
-	for b.sleep(b.opt.WherePoll) {
-		b.refreshMu.Lock()
-		names := make([]string, 0, len(b.listed))
-		for name := range b.listed {
-			names = append(names, name)
-		}
-		last := b.where
-		b.refreshMu.Unlock()
-		var wheres []string
-		for _, name := range names {
-			w, err := ask(b.tree, "cluster/where", name)
-			if err != nil {
-				w = "?"
-			}
-			wheres = append(wheres, name+"="+strings.Join(lines(w), ","))
-		}
-		slices.Sort(wheres) // as refresh keeps it
-		if strings.Join(wheres, "\n") != last {
-			if err := b.refresh(); err != nil {
-				b.opt.Logf("mcp: %v", err)
-			}
-		}
-	}
 }
 
 // sleep waits d; false once the bridge is closing.

@@ -38,9 +38,10 @@
 //     file and, on a load, unload or change of a loaded tool (tool+,
 //     tool-) or of membership (node+, node-), lists the tools again and
 //     changes the server's set, which sends
-//     notifications/tools/list_changed; where a tool can run is also
-//     polled (WherePoll), since capabilities travel by gossip without an
-//     event.
+//     notifications/tools/list_changed. A change of where a tool can run
+//     is an event too (the node says tool+ when gossip changes the nodes
+//     that can run it), so an idle session asks the node nothing: its
+//     one read of events waits.
 //   - The agent's preamble is the prompt "preamble", and each loaded
 //     tool's documentation the resource toolnode://tool/NAME.
 //

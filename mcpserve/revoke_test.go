@@ -163,7 +163,7 @@ func initialize(t *testing.T, url, token string) string {
 func TestMCP_RevokedSessionsLeaveNothing(t *testing.T) {
 	n := startNode(t)
 	admin := p9.Principal{Name: "admin", Role: p9.RoleAdmin}
-	secret, err := n.NewToken(admin, "mcpt", p9.RoleCall)
+	secret, err := n.NewToken(admin, "mcpt", p9.RoleCall, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolnode/toolnode/internal/netx"
+	"github.com/toolnode/toolnode/mcpbridge"
 )
 
 // Idle is how long an MCP session may stay idle before it expires and
@@ -56,16 +57,24 @@ type Config struct {
 	Anon bool
 	// Logf receives the server's log lines; default log.Printf.
 	Logf func(format string, args ...any)
+	// PageSize is how many tools a page of tools/list holds (default
+	// mcpbridge's).
+	PageSize int
+	// Lines, when set, is the host's side channel of its calls' lines
+	// (progress and standard error) to the sessions' bridges.
+	Lines *Lines
 }
 
 // Server is MCP over Streamable HTTP for one node.
 type Server struct {
-	host Host
-	logf func(format string, args ...any)
-	ln   net.Listener
-	http *http.Server
-	sdk  *mcp.StreamableHTTPHandler
-	anon bool
+	host  Host
+	logf  func(format string, args ...any)
+	ln    net.Listener
+	http  *http.Server
+	sdk   *mcp.StreamableHTTPHandler
+	anon  bool
+	page  int    // Config.PageSize
+	lines *Lines // Config.Lines
 
 	// loopback: the listener is on loopback (Host and Origin must name
 	// loopback); else hosts are the names it answers for (check.go).
@@ -102,6 +111,7 @@ func Listen(cfg Config, host Host) (*Server, error) {
 	}
 	s.loopback, s.hosts = hostsOf(cfg.Addr, cfg.TLS)
 	s.anon = cfg.Anon && s.loopback
+	s.page, s.lines = cfg.PageSize, cfg.Lines
 	s.sdk = mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		ss, _ := r.Context().Value(bridgeKey{}).(*session)
 		if ss == nil {
@@ -182,6 +192,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ss, id, err := s.newSession(r, token, sum)
+	if errors.Is(err, mcpbridge.ErrNoProfile) {
+		// Not 401: a 401 makes clients start an OAuth flow.
+		s.logf("mcp: %s: %v", r.RemoteAddr, err)
+		http.Error(w, err.Error(), http.StatusNotFound)
+		return
+	}
 	if err != nil {
 		s.logf("mcp: %s: %v", r.RemoteAddr, err)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="toolnode"`)

@@ -66,6 +66,13 @@ func (s *Server) newSession(r *http.Request, token string, sum [32]byte) (*sessi
 		Logf:      s.logf,
 		Ended:     func() { s.drop(id) },
 		Msize:     wc.Msize(),
+		PageSize:  s.page,
+		WatchCalls: func() func(string, string, func(string, int, string)) func() {
+			if s.lines == nil {
+				return nil
+			}
+			return s.lines.Watch
+		}(),
 	})
 	if err != nil {
 		conn.Close()

@@ -30,8 +30,9 @@ func (n *Node) apply(t raftfsm.CommandType, body any) (raftfsm.Result, error) {
 // token-less caller's anon@IP; the zero caller is the node itself
 // (node:NAME).
 type caller struct {
-	who   string // the principal's name: a token's, anon@IP; "" for the node
-	token string // the secret it attached with; never logged or shown
+	who   string   // the principal's name: a token's, anon@IP; "" for the node
+	token string   // the secret it attached with; never logged or shown
+	tools []string // its token's tools allow-list (nil: every tool)
 }
 
 // applyFor is apply for a caller.

@@ -24,7 +24,8 @@ type auditBackend struct {
 	*Node
 	who    string
 	role   p9.Role
-	secret string // the token it attached with, "" without one
+	secret string   // the token it attached with, "" without one
+	tools  []string // its token's tools allow-list (nil: every tool)
 }
 
 var (
@@ -34,12 +35,12 @@ var (
 
 // bind is p9.Options.Bind.
 func (n *Node) bind(p p9.Principal) p9.Backend {
-	return auditBackend{Node: n, who: p.Name, role: p.Role, secret: p.Secret}
+	return auditBackend{Node: n, who: p.Name, role: p.Role, secret: p.Secret, tools: p.Tools}
 }
 
 // caller is whom the principal's writes are made for, as the leader
 // authorizes them when they are forwarded.
-func (a auditBackend) caller() caller { return caller{who: a.who, token: a.secret} }
+func (a auditBackend) caller() caller { return caller{who: a.who, token: a.secret, tools: a.tools} }
 
 // record writes one audit line for an action that started at start; it
 // does nothing without the audit log.

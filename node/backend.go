@@ -14,11 +14,13 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/toolnode/toolnode/acl"
 	"github.com/toolnode/toolnode/catalog"
 	"github.com/toolnode/toolnode/cluster"
 	"github.com/toolnode/toolnode/p9"
 	"github.com/toolnode/toolnode/raftfsm"
 	"github.com/toolnode/toolnode/registry"
+	"github.com/toolnode/toolnode/sandbox"
 )
 
 // The node serves the 9P tree.
@@ -327,6 +329,9 @@ func (n *Node) StartCall(ctx context.Context, session, agent, tool string, args 
 		}
 		return func(context.Context) ([]byte, error) { return out, nil }, nil
 	}
+	if err := acl.CheckAllowed(tool, a.Tools, a.Limit, callerOf(ctx).tools); err != nil {
+		return nil, err
+	}
 	// The object is not decoded here: the Runner's schema check (or the
 	// node the call is routed to) reads it; only its kind is checked.
 	if !isObject(args) {
@@ -358,6 +363,7 @@ func (n *Node) StartCall(ctx context.Context, session, agent, tool string, args 
 	}
 	return func(ctx context.Context) ([]byte, error) {
 		start := time.Now()
+		ctx = sandbox.WithLines(ctx, n.callLines.For(session, agent, tool))
 		out, err := n.runChecked(ctx, e, c)
 		n.metrics.Call(tool, n.cfg.Name, time.Since(start), err)
 		return out, err
@@ -441,7 +447,7 @@ func (n *Node) ownExecutable(ctx context.Context, t *raftfsm.Tool) (string, erro
 // callBuiltin does a built-in for caller c: its loads are c's writes.
 func (n *Node) callBuiltin(c caller, session, agent, tool string, args map[string]json.RawMessage) ([]byte, error) {
 	if tool == builtinAll {
-		return []byte(n.ToolsAll()), nil
+		return []byte(allowedLines(n.ToolsAll(session, agent), c.tools)), nil
 	}
 	var name string
 	if raw, ok := args["name"]; !ok || json.Unmarshal(raw, &name) != nil || name == "" {

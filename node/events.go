@@ -40,6 +40,18 @@ func (n *Node) Changed(events []raftfsm.Event) {
 	}
 }
 
+// capsChanged is cluster.Config.CapsChanged: the nodes that can run
+// these tools changed, which the events file says as tool+ (the tool's
+// entry in the catalog changed), so that watchers such as MCP sessions
+// learn it without asking cluster/where.
+func (n *Node) capsChanged(tools []string) {
+	evs := make([]p9.Event, len(tools))
+	for i, t := range tools {
+		evs[i] = p9.Event{Kind: "tool+", Name: t}
+	}
+	n.events.AddAll(evs)
+}
+
 // trustChanged re-resolves every tool against the keys trusted now: a
 // tool whose live version no trusted key signed leaves t/ here, with a
 // log line naming it, and one signed by a key just added comes back.

@@ -34,7 +34,7 @@ func TestInMem_ForwardedTokenChangeNeedsAdmin(t *testing.T) {
 	if admin == "" {
 		t.Fatal("no node wrote the cluster's admin token")
 	}
-	callTok, err := l.NewToken(p9.Principal{Name: "test"}, "caller", p9.RoleCall)
+	callTok, err := l.NewToken(p9.Principal{Name: "test"}, "caller", p9.RoleCall, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestInMem_ForwardedTokenChangeNeedsAdmin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := follower.NewToken(by, "through-follower", p9.RoleRead); err != nil {
+	if _, err := follower.NewToken(by, "through-follower", p9.RoleRead, nil); err != nil {
 		t.Fatalf("token new as admin through the follower: %v", err)
 	}
 }

@@ -18,6 +18,7 @@ func (n *Node) startGossip() error {
 		Transport: n.cfg.GossipTransport,
 
 		ReconnectTimeout: n.cfg.ReconnectTimeout,
+		CapsChanged:      n.capsChanged,
 	})
 	if err != nil {
 		return err

@@ -32,6 +32,7 @@ func (n *Node) startMCP() error {
 	}
 	m, err := mcpserve.Listen(mcpserve.Config{
 		Addr: n.cfg.MCPAddr, TLS: tlsConf, Anon: n.anon != p9.RoleNone, Logf: n.logger.Printf,
+		Lines: &n.callLines,
 	}, mcpHost{n})
 	if err != nil {
 		return fmt.Errorf("-mcp: %w", err)
@@ -76,3 +77,7 @@ func (h mcpHost) KillSession(session string) error { return h.n.KillSession(sess
 func (h mcpHost) Record(start time.Time, who, action, target string, err error) {
 	h.n.record(start, who, action, target, err)
 }
+
+// CallLines is where the lines of this node's calls go to MCP sessions
+// (mcpserve.Config.Lines), for an mcpserve.Server run beside the node.
+func (n *Node) CallLines() *mcpserve.Lines { return &n.callLines }

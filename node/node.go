@@ -82,6 +82,7 @@ type Node struct {
 	p9ln      net.Listener
 	p9tls     bool             // the 9P listener speaks TLS
 	mcp       *mcpserve.Server // nil unless -mcp
+	callLines mcpserve.Lines   // the calls' lines to MCP sessions (progress, stderr)
 	metrics   *metrics.Set     // nil unless -metrics: its methods do nothing then
 	metricsLn net.Listener
 	p9srv     atomic.Pointer[p9.Server] // n.p9 once it serves, for the FSM's goroutine

@@ -27,7 +27,7 @@ func BenchmarkSessionOwner(b *testing.B) {
 	n := startNode(b, filepath.Join(root, "data"), tools, "")
 	admin := mount(b, n.P9Addr())
 	waitFor(b, "nop published", 10*time.Second, func() bool { return strings.Contains(readFile(b, admin, "t/idx"), "nop") })
-	secret, err := n.NewToken(p9.Principal{Name: "bench"}, "alice", p9.RoleCall)
+	secret, err := n.NewToken(p9.Principal{Name: "bench"}, "alice", p9.RoleCall, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

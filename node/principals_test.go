@@ -53,7 +53,7 @@ func tokenBackend(t *testing.T, n *Node, secret string) auditBackend {
 // newTestToken makes a token on n and returns its secret.
 func newTestToken(t *testing.T, n *Node, name string, role p9.Role) string {
 	t.Helper()
-	s, err := n.NewToken(p9.Principal{Name: "test"}, name, role)
+	s, err := n.NewToken(p9.Principal{Name: "test"}, name, role, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

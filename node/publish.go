@@ -403,7 +403,7 @@ func (n *Node) syncProfiles() bool {
 		if cur, ok := n.fsm.Profile(name); ok && cur.Owner == n.cfg.Name && cur.Origin == raftfsm.OriginDir && bytes.Equal(cur.Data, p.Data) {
 			continue
 		}
-		specs = append(specs, raftfsm.ProfileSpec{Name: name, Data: p.Data, AutoLoad: p.Parsed.AutoLoad})
+		specs = append(specs, raftfsm.ProfileSpec{Name: name, Data: p.Data, AutoLoad: p.Parsed.AutoLoad, Tools: p.Parsed.Tools})
 	}
 	var gone []string
 	for _, p := range n.fsm.Profiles() {

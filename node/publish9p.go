@@ -201,7 +201,7 @@ func (n *Node) publishProfile(c caller, name string, data []byte) error {
 	}
 	_, err = n.applyFor(c, raftfsm.CmdPublishProfiles, raftfsm.PublishProfiles{
 		Owner: n.cfg.Name, Origin: raftfsm.Origin9P, Time: nowNano(),
-		Profiles: []raftfsm.ProfileSpec{{Name: name, Data: data, AutoLoad: p.AutoLoad}},
+		Profiles: []raftfsm.ProfileSpec{{Name: name, Data: data, AutoLoad: p.AutoLoad, Tools: p.Tools}},
 	})
 	return err
 }

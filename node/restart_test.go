@@ -181,7 +181,7 @@ func TestInMem_UnknownTokenWhileBehindIsCatchingUp(t *testing.T) {
 	waitAdminTokens(t, c)
 	c.crash("n3")
 	l := c.waitLeader("n1", "n2")
-	secret, err := l.NewToken(p9.Principal{Name: "test", Role: p9.RoleAdmin}, "made-while-down", p9.RoleRead)
+	secret, err := l.NewToken(p9.Principal{Name: "test", Role: p9.RoleAdmin}, "made-while-down", p9.RoleRead, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,6 +59,9 @@ type callRequest struct {
 	// audit log of the node that runs it).
 	From string `json:"from,omitempty"`
 	Who  string `json:"who,omitempty"`
+	// Tools is the allow-list of the caller's token (DESIGN §9), checked
+	// again where the call runs.
+	Tools []string `json:"tools,omitempty"`
 }
 
 type callResponse struct {
@@ -130,7 +133,7 @@ func (n *Node) callElsewhere(ctx context.Context, session, agent, tool string, a
 	if len(cands) == 0 {
 		return nil, fmt.Errorf("no live node can run tool %q: no live host matches its variants", tool)
 	}
-	req := callRequest{Session: session, Agent: agent, Tool: tool, Args: args, Index: n.fsm.LastIndex(), From: n.cfg.Name, Who: whoOf(ctx)}
+	req := callRequest{Session: session, Agent: agent, Tool: tool, Args: args, Index: n.fsm.LastIndex(), From: n.cfg.Name, Who: whoOf(ctx), Tools: callerOf(ctx).tools}
 	var lastErr error
 	for _, c := range n.route.order(cands) {
 		start := time.Now()
@@ -300,6 +303,9 @@ func (n *Node) runRouted(ctx context.Context, req callRequest) ([]byte, error) {
 	}
 	if !a.IsLoaded(req.Tool) {
 		return nil, fmt.Errorf("tool %q is not loaded by agent %q", req.Tool, req.Agent)
+	}
+	if err := n.checkRoutedLimit(req, a); err != nil {
+		return nil, err
 	}
 	e, ok := n.catalog.Get(req.Tool)
 	if ok && errors.Is(e.Err, raftfsm.ErrDenied) {

@@ -63,7 +63,7 @@ func (n *Node) newSession(c caller, spec string) (string, error) {
 		}
 	}
 	r, err := n.applyFor(c, raftfsm.CmdCreateSession, raftfsm.CreateSession{
-		Name: kv["name"], Owner: c.who, Cwd: cwd, Profile: kv["agent"], Time: nowNano(),
+		Name: kv["name"], Owner: c.who, Cwd: cwd, Profile: kv["agent"], Time: nowNano(), Limit: c.tools,
 	})
 	return r.Name, err
 }
@@ -129,7 +129,7 @@ func (n *Node) newAgent(c caller, session, spec string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	r, err := n.applyFor(c, raftfsm.CmdCreateAgent, raftfsm.CreateAgent{Session: session, Name: kv["name"], Profile: kv["profile"]})
+	r, err := n.applyFor(c, raftfsm.CmdCreateAgent, raftfsm.CreateAgent{Session: session, Name: kv["name"], Profile: kv["profile"], Limit: c.tools})
 	return r.Name, err
 }
 
@@ -194,6 +194,9 @@ func (n *Node) load(c caller, session, agent string, names []string) error {
 	if err := checkNames(names); err != nil {
 		return err
 	}
+	if err := checkLimit(names, c.tools); err != nil {
+		return err
+	}
 	_, err := n.applyFor(c, raftfsm.CmdLoad, raftfsm.Load{Session: session, Agent: agent, Names: names})
 	return err
 }
@@ -211,9 +214,15 @@ func (n *Node) unload(c caller, session, agent string, names []string) error {
 	return err
 }
 
-// ToolsAll lists every tool the cluster knows with the nodes that can run
+// ToolsAll is tools_all for an agent: the tools its profile's allow-list
+// allows (toolsAll).
+func (n *Node) ToolsAll(session, agent string) string {
+	return allowedLines(n.toolsAll(), n.agentTools(session, agent)...)
+}
+
+// toolsAll lists every tool the cluster knows with the nodes that can run
 // it ("-" for none).
-func (n *Node) ToolsAll() string {
+func (n *Node) toolsAll() string {
 	var b strings.Builder
 	for _, t := range n.fsm.Tools() {
 		if !t.Published() {

@@ -107,7 +107,7 @@ func (n *Node) attach(aname string, remote net.Addr) (p9.Principal, error) {
 	if err != nil {
 		return p9.Principal{}, errBadToken
 	}
-	return p9.Principal{Name: t.Name, Role: r, Secret: aname}, nil
+	return p9.Principal{Name: t.Name, Role: r, Secret: aname, Tools: t.Tools}, nil
 }
 
 // refused audits a refused attach under who.
@@ -119,8 +119,11 @@ func (n *Node) refused(who string, err error) {
 
 // NewToken makes a token: the secret is drawn here and only its hash is
 // replicated.
-func (n *Node) NewToken(by p9.Principal, name string, role p9.Role) (string, error) {
+func (n *Node) NewToken(by p9.Principal, name string, role p9.Role, tools []string) (string, error) {
 	if err := acl.CheckName(name); err != nil {
+		return "", err
+	}
+	if err := acl.CheckTools(tools); err != nil {
 		return "", err
 	}
 	secret, hash, err := acl.NewSecret()
@@ -129,10 +132,10 @@ func (n *Node) NewToken(by p9.Principal, name string, role p9.Role) (string, err
 	}
 	start := time.Now()
 	_, err = n.applyFor(caller{who: by.Name, token: by.Secret}, raftfsm.CmdPutToken, raftfsm.PutToken{
-		Name: name, Role: role.String(), Hash: hash, By: by.Name, Time: nowNano(),
+		Name: name, Role: role.String(), Hash: hash, Tools: tools, By: by.Name, Time: nowNano(),
 	})
 	if n.audit != nil {
-		n.record(start, by.Name, "token-new", name+" role="+role.String(), err)
+		n.record(start, by.Name, "token-new", name+" role="+role.String()+toolsSuffix(tools), err)
 	}
 	if err != nil {
 		return "", err
@@ -141,11 +144,11 @@ func (n *Node) NewToken(by p9.Principal, name string, role p9.Role) (string, err
 	return secret, nil
 }
 
-// TokenIndex is token/idx: NAME ROLE, one a line.
+// TokenIndex is token/idx: NAME ROLE [TOOLS], one a line.
 func (n *Node) TokenIndex() string {
 	var b strings.Builder
 	for _, t := range n.fsm.Tokens() {
-		b.WriteString(t.Name + " " + t.Role + "\n")
+		b.WriteString(t.Name + " " + t.Role + toolsSuffix(t.Tools) + "\n")
 	}
 	return b.String()
 }

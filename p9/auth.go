@@ -1,6 +1,9 @@
 package p9
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Role is what a 9P connection may do (DESIGN §7). Each role includes the
 // ones before it.
@@ -39,8 +42,16 @@ func ParseRole(s string) (Role, error) {
 type Principal struct {
 	Name string
 	Role Role
+	// Tools, when set, limits the tools it may load and call (its
+	// token's allow-list, DESIGN §9; glob patterns).
+	Tools []string
 	// Secret is the token it attached with ("" without one), which a
 	// node forwards with a token change so that the leader resolves and
 	// authorizes it itself. Never logged or shown.
 	Secret string
+}
+
+// key tells principals apart: every field, each unable to hold a NUL.
+func (p Principal) key() string {
+	return p.Name + "\x00" + p.Role.String() + "\x00" + p.Secret + "\x00" + strings.Join(p.Tools, ",")
 }

@@ -161,9 +161,10 @@ type Agents interface {
 	// Load and Unload change the loaded set.
 	Load(session, agent string, names []string) error
 	Unload(session, agent string, names []string) error
-	// ToolsAll is the answer of tools_all: every tool the cluster knows,
+	// ToolsAll is the answer of tools_all for an agent: every tool the
+	// cluster knows that the agent and its principal may use (DESIGN §9),
 	// NAME<TAB>description<TAB>nodes, one a line.
-	ToolsAll() string
+	ToolsAll(session, agent string) string
 	// Preamble is the agent's tool preamble.
 	Preamble(session, agent string) (string, error)
 	// Call runs a tool (or a built-in) for an agent and returns its

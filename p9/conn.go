@@ -57,8 +57,8 @@ type conn struct {
 	fids map[uint32]*fid
 	who  map[string]bool // names attached as, for DropPrincipal
 
-	uploadBytes atomic.Int64          // held by this connection's unfinished uploads
-	bound       map[Principal]Backend // Options.Bind's Backend for each principal attached as
+	uploadBytes atomic.Int64       // held by this connection's unfinished uploads
+	bound       map[string]Backend // Options.Bind's Backend for each principal attached as (Principal.key)
 }
 
 // req is one request in flight.
@@ -450,13 +450,13 @@ func (c *conn) backendFor(who Principal) Backend {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	b, ok := c.bound[who]
+	b, ok := c.bound[who.key()]
 	if !ok {
 		b = c.s.opt.Bind(who)
 		if c.bound == nil {
-			c.bound = map[Principal]Backend{}
+			c.bound = map[string]Backend{}
 		}
-		c.bound[who] = b
+		c.bound[who.key()] = b
 	}
 	return b
 }

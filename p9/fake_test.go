@@ -431,7 +431,7 @@ func (f *fakeBackend) Unload(s, a string, names []string) error {
 	return nil
 }
 
-func (f *fakeBackend) ToolsAll() string {
+func (f *fakeBackend) ToolsAll(session, agent string) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var b strings.Builder

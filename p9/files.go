@@ -212,7 +212,7 @@ func agentCtl(b Backend, n *node, line string) ([]byte, error) {
 		if len(f) > 1 {
 			return nil, errors.New("tools_all takes no argument")
 		}
-		return withNewline([]byte(b.ToolsAll())), nil
+		return withNewline([]byte(b.ToolsAll(n.sess, n.agent))), nil
 	case "kill":
 		if len(f) > 1 {
 			return nil, errors.New("kill takes no argument")

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"strings"
+
+	"github.com/toolnode/toolnode/acl"
 )
 
 // Who may do what (DESIGN §7). Every fid carries the Principal of the
@@ -127,11 +129,12 @@ func (s *Server) Principals() []string {
 // implements it; a Backend without it serves token/ as empty and refuses
 // writes to it.
 type TokenBackend interface {
-	// NewToken makes a token with a name and a role (read, call, publish
-	// or admin) on behalf of by, and returns its secret: the only time
-	// anyone sees it.
-	NewToken(by Principal, name string, role Role) (secret string, err error)
-	// TokenIndex lists the tokens, "NAME ROLE" one a line, sorted by name.
+	// NewToken makes a token with a name, a role (read, call, publish
+	// or admin) and an optional tools allow-list on behalf of by, and
+	// returns its secret: the only time anyone sees it.
+	NewToken(by Principal, name string, role Role, tools []string) (secret string, err error)
+	// TokenIndex lists the tokens, "NAME ROLE [TOOLS]" one a line,
+	// sorted by name.
 	TokenIndex() string
 	// RevokeToken removes a token cluster-wide: its attaches are refused
 	// and its connections ended on every node.
@@ -140,8 +143,15 @@ type TokenBackend interface {
 
 var errNoTokens = errors.New("this server keeps no tokens")
 
-// openToken opens a file of token/ for who, an admin.
+// errLimited refuses token/ to a principal whose token is limited by tools.
+var errLimited = errors.New("permission denied: a token limited by tools manages no tokens")
+
+// openToken opens a file of token/ for who, an admin whose token is not
+// limited by tools.
 func (s *Server) openToken(n *node, who Principal) (handle, error) {
+	if len(who.Tools) > 0 {
+		return nil, errLimited
+	}
 	tb, _ := s.b.(TokenBackend)
 	switch n.kind {
 	case kTokenDir:
@@ -159,11 +169,11 @@ func (s *Server) openToken(n *node, who Principal) (handle, error) {
 				if tb == nil {
 					return nil, errNoTokens
 				}
-				name, role, err := parseTokenSpec(spec)
+				name, role, tools, err := parseTokenSpec(spec)
 				if err != nil {
 					return nil, err
 				}
-				secret, err := tb.NewToken(who, name, role)
+				secret, err := tb.NewToken(who, name, role, tools)
 				if err != nil {
 					return nil, err
 				}
@@ -190,29 +200,35 @@ func (s *Server) openToken(n *node, who Principal) (handle, error) {
 	return nil, fmt.Errorf("%s cannot be opened", n.path)
 }
 
-// parseTokenSpec reads "name=N role=R".
-func parseTokenSpec(spec string) (string, Role, error) {
-	const usage = `write "name=N role=R", R one of read, call, publish, admin`
+// parseTokenSpec reads "name=N role=R [tools=PATTERN,...]".
+func parseTokenSpec(spec string) (string, Role, []string, error) {
+	const usage = `write "name=N role=R [tools=PATTERN,...]", R one of read, call, publish, admin`
 	var name, role string
+	var tools []string
 	for _, f := range strings.Fields(spec) {
 		k, v, ok := strings.Cut(f, "=")
 		switch {
 		case !ok || v == "":
-			return "", 0, fmt.Errorf("invalid token request: %q is not KEY=VALUE: %s", f, usage)
+			return "", 0, nil, fmt.Errorf("invalid token request: %q is not KEY=VALUE: %s", f, usage)
 		case k == "name":
 			name = v
 		case k == "role":
 			role = v
+		case k == "tools":
+			var err error
+			if tools, err = acl.ParseTools(v); err != nil {
+				return "", 0, nil, err
+			}
 		default:
-			return "", 0, fmt.Errorf("invalid token request: unknown key %q: %s", k, usage)
+			return "", 0, nil, fmt.Errorf("invalid token request: unknown key %q: %s", k, usage)
 		}
 	}
 	if name == "" || role == "" {
-		return "", 0, fmt.Errorf("invalid token request %q: %s", spec, usage)
+		return "", 0, nil, fmt.Errorf("invalid token request %q: %s", spec, usage)
 	}
 	r, err := ParseRole(role)
 	if err != nil || r == RoleNone {
-		return "", 0, fmt.Errorf("invalid role %q: want read, call, publish or admin", role)
+		return "", 0, nil, fmt.Errorf("invalid role %q: want read, call, publish or admin", role)
 	}
-	return name, r, nil
+	return name, r, tools, nil
 }

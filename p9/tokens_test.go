@@ -19,23 +19,25 @@ type tokenFake struct {
 	*fakeBackend
 	tmu    sync.Mutex
 	tokens map[string]Role
+	tools  map[string][]string // a token's allow-list
 }
 
 func newTokenFake() *tokenFake {
 	return &tokenFake{fakeBackend: newFake(), tokens: map[string]Role{
 		"r": RoleRead, "c": RoleCall, "p": RolePublish, "a": RoleAdmin,
-	}}
+	}, tools: map[string][]string{}}
 }
 
 var _ TokenBackend = (*tokenFake)(nil)
 
-func (f *tokenFake) NewToken(by Principal, name string, role Role) (string, error) {
+func (f *tokenFake) NewToken(by Principal, name string, role Role, tools []string) (string, error) {
 	f.tmu.Lock()
 	defer f.tmu.Unlock()
 	if _, ok := f.tokens[name]; ok {
 		return "", fmt.Errorf("token %q already exists", name)
 	}
 	f.tokens[name] = role
+	f.tools[name] = tools
 	return "tok-" + name, nil
 }
 
@@ -72,7 +74,7 @@ func (f *tokenFake) attach(aname string, _ net.Addr) (Principal, error) {
 	if !ok {
 		return Principal{}, errors.New("permission denied: unknown or revoked token")
 	}
-	return Principal{Name: name, Role: r}, nil
+	return Principal{Name: name, Role: r, Tools: f.tools[name]}, nil
 }
 
 func mountAs(t testing.TB, addr, aname string) (*client.Fsys, error) {
@@ -356,4 +358,41 @@ func TestMaxConnUploadBytes(t *testing.T) {
 		t.Fatalf("after a close: %v", err)
 	}
 	f3.Close()
+}
+
+// A token limited by tools manages no tokens, whatever its role; the
+// control: an admin token without the limit does.
+func TestTokenLimitedManagesNoTokens(t *testing.T) {
+	b := newTokenFake()
+	_, addr := startServer(t, b, Options{Attach: b.attach})
+	admin, err := mountAs(t, addr, "tok-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rdwr(admin, "token/new", "name=lim role=admin tools=echo,search_*"); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.tools["lim"]; strings.Join(got, ",") != "echo,search_*" {
+		t.Fatalf("tools = %q", got)
+	}
+	if _, err := rdwr(admin, "token/new", "name=bad role=call tools=["); err == nil || !strings.HasPrefix(err.Error(), "invalid") {
+		t.Errorf("a bad pattern: %v, want invalid", err)
+	}
+	lim, err := mountAs(t, addr, "tok-lim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = rdwr(lim, "token/new", "name=x role=read")
+	if err == nil || !strings.Contains(err.Error(), "permission denied: a token limited by tools manages no tokens") {
+		t.Errorf("token/new with a limited token: %v", err)
+	}
+	if _, err := readErr(lim, "token/idx"); err == nil {
+		t.Error("token/idx read with a limited token")
+	}
+	if _, ok := b.tokens["x"]; ok {
+		t.Error("a refused token/new made a token")
+	}
+	if _, err := rdwr(admin, "token/new", "name=y role=read"); err != nil {
+		t.Errorf("control: %v", err)
+	}
 }

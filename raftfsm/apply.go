@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"strconv"
 
+	"github.com/toolnode/toolnode/acl"
 	"github.com/toolnode/toolnode/registry"
 )
 
@@ -186,13 +187,16 @@ func applyPublishProfiles(st *state, index uint64, body []byte, ev *[]Event) any
 		if err := checkName("profile", p.Name); err != nil {
 			return err
 		}
+		if err := acl.CheckTools(p.Tools); err != nil {
+			return refuse(ErrInvalid, "profile %q: %v", p.Name, err)
+		}
 	}
 	origin := c.Origin
 	if origin == "" {
 		origin = OriginDir
 	}
 	for _, p := range c.Profiles {
-		st.Profiles[p.Name] = &Profile{Name: p.Name, Data: p.Data, AutoLoad: p.AutoLoad, Owner: c.Owner, Origin: origin, Index: index, Time: c.Time}
+		st.Profiles[p.Name] = &Profile{Name: p.Name, Data: p.Data, AutoLoad: p.AutoLoad, Tools: p.Tools, Owner: c.Owner, Origin: origin, Index: index, Time: c.Time}
 	}
 	return Result{}
 }
@@ -225,8 +229,11 @@ func genName(counter *uint64, prefix string, taken func(string) bool) string {
 
 // newAgent makes an agent from an optional profile: its autoLoad tools
 // that the cluster knows are loaded, each one a revision.
-func newAgent(st *state, name, profile string) (*Agent, error) {
-	a := &Agent{Name: name, Profile: profile, Loaded: []string{}}
+func newAgent(st *state, name, profile string, limit []string) (*Agent, error) {
+	if err := acl.CheckTools(limit); err != nil {
+		return nil, refuse(ErrInvalid, "%v", err)
+	}
+	a := &Agent{Name: name, Profile: profile, Limit: limit, Loaded: []string{}}
 	if profile == "" {
 		return a, nil
 	}
@@ -234,8 +241,9 @@ func newAgent(st *state, name, profile string) (*Agent, error) {
 	if !ok {
 		return nil, refuse(ErrNotFound, "no agent profile %q in the cluster", profile)
 	}
+	a.Tools = p.Tools
 	for _, tool := range p.AutoLoad {
-		if t, known := st.Tools[tool]; known && t.Published() && !a.IsLoaded(tool) {
+		if t, known := st.Tools[tool]; known && t.Published() && !a.IsLoaded(tool) && a.Allows(tool) {
 			a.Loaded = append(a.Loaded, tool)
 			a.Rev++
 		}
@@ -271,7 +279,7 @@ func applyCreateSession(st *state, index uint64, body []byte, ev *[]Event) any {
 		if err := checkName("agent", c.Profile); err != nil {
 			return err
 		}
-		a, err := newAgent(st, c.Profile, c.Profile)
+		a, err := newAgent(st, c.Profile, c.Profile, c.Limit)
 		if err != nil {
 			return err
 		}
@@ -320,7 +328,7 @@ func applyCreateAgent(st *state, index uint64, body []byte, ev *[]Event) any {
 	if _, ok := s.Agents[name]; ok {
 		return refuse(ErrExists, "agent %q already exists in session %q", name, c.Session)
 	}
-	a, err := newAgent(st, name, c.Profile)
+	a, err := newAgent(st, name, c.Profile, c.Limit)
 	if err != nil {
 		return err
 	}
@@ -368,6 +376,9 @@ func applyLoad(st *state, index uint64, body []byte, ev *[]Event) any {
 	for _, name := range c.Names {
 		if t, ok := st.Tools[name]; !ok || !t.Published() {
 			return refuse(ErrNotFound, "no tool %q in the cluster", name)
+		}
+		if !a.Allows(name) {
+			return refuse(ErrDenied, "permission denied: tool %s is not allowed here", name)
 		}
 	}
 	n := *a

@@ -170,6 +170,8 @@ type ProfileSpec struct {
 	Name     string   `json:"name"`
 	Data     []byte   `json:"data"`
 	AutoLoad []string `json:"autoLoad,omitempty"`
+	// Tools is the profile's allow-list (DESIGN §9), as in Profile.
+	Tools []string `json:"tools,omitempty"`
 }
 
 // PublishProfiles adds or replaces agent profiles.
@@ -198,6 +200,9 @@ type CreateSession struct {
 	Cwd     string `json:"cwd,omitempty"`
 	Profile string `json:"profile,omitempty"`
 	Time    int64  `json:"time"`
+	// Limit is the maker's token's tools allow-list (DESIGN §9), kept by
+	// the agent made with the session (Agent.Limit).
+	Limit []string `json:"limit,omitempty"`
 }
 
 // KillSession removes a session and its agents.
@@ -211,6 +216,8 @@ type CreateAgent struct {
 	Session string `json:"session"`
 	Name    string `json:"name,omitempty"`
 	Profile string `json:"profile,omitempty"`
+	// Limit is the maker's token's tools allow-list (Agent.Limit).
+	Limit []string `json:"limit,omitempty"`
 }
 
 // KillAgent removes an agent.

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"sort"
 
+	"github.com/toolnode/toolnode/acl"
 	"github.com/toolnode/toolnode/signing"
 )
 
@@ -66,9 +67,12 @@ type Profile struct {
 	Name     string   `json:"name"`
 	Data     []byte   `json:"data"`
 	AutoLoad []string `json:"autoLoad,omitempty"`
-	Owner    string   `json:"owner"`
-	Origin   string   `json:"origin,omitempty"`
-	Index    uint64   `json:"index"`
+	// Tools, when set, limits the tools an agent made from the profile
+	// may load and call (glob patterns, acl.Matches).
+	Tools  []string `json:"tools,omitempty"`
+	Owner  string   `json:"owner"`
+	Origin string   `json:"origin,omitempty"`
+	Index  uint64   `json:"index"`
 	// Time is when it was published (stamped by the proposer; 0 for a
 	// profile published before the field existed).
 	Time int64 `json:"time,omitempty"`
@@ -80,11 +84,20 @@ func (t *Tool) Published() bool { return len(t.Meta) > 0 }
 
 // Agent is one agent of a session; immutable like Tool.
 type Agent struct {
-	Name    string   `json:"name"`
-	Profile string   `json:"profile,omitempty"`
-	Loaded  []string `json:"loaded"`
-	Rev     uint64   `json:"rev"`
+	Name    string `json:"name"`
+	Profile string `json:"profile,omitempty"`
+	// Tools is the allow-list of the profile it was made from, as it was
+	// then (nil: every tool).
+	Tools []string `json:"tools,omitempty"`
+	// Limit is the allow-list of the token that made it (nil: none).
+	Limit  []string `json:"limit,omitempty"`
+	Loaded []string `json:"loaded"`
+	Rev    uint64   `json:"rev"`
 }
+
+// Allows reports whether the agent's lists allow tool: its profile's and
+// its maker's token's (DESIGN §9).
+func (a *Agent) Allows(tool string) bool { return acl.Allowed(tool, a.Tools, a.Limit) }
 
 // IsLoaded reports whether the agent has loaded tool.
 func (a *Agent) IsLoaded(tool string) bool {

@@ -17,6 +17,9 @@ type Token struct {
 	Name string `json:"name"`
 	Role string `json:"role"` // acl.Roles
 	Hash string `json:"hash"` // acl.Hash of the secret
+	// Tools, when set, limits the tools its holder may load and call
+	// (glob patterns, acl.Matches).
+	Tools []string `json:"tools,omitempty"`
 	// By is who made it: the token name or anon@ADDR of the 9P client,
 	// or the node that made its own admin token.
 	By      string `json:"by,omitempty"`
@@ -30,8 +33,10 @@ type PutToken struct {
 	Name string `json:"name"`
 	Role string `json:"role"`
 	Hash string `json:"hash"`
-	By   string `json:"by,omitempty"`
-	Time int64  `json:"time"`
+	// Tools as in Token.
+	Tools []string `json:"tools,omitempty"`
+	By    string   `json:"by,omitempty"`
+	Time  int64    `json:"time"`
 }
 
 // RevokeToken removes a token: its secret is refused from then on.
@@ -63,7 +68,7 @@ func validateRevokeToken(body []byte, lim Limits) error {
 }
 
 func checkPutToken(c *PutToken) error {
-	for _, err := range []error{acl.CheckName(c.Name), acl.CheckRole(c.Role), acl.CheckHash(c.Hash)} {
+	for _, err := range []error{acl.CheckName(c.Name), acl.CheckRole(c.Role), acl.CheckHash(c.Hash), acl.CheckTools(c.Tools)} {
 		if err != nil {
 			return refuse(ErrInvalid, "%v", err)
 		}
@@ -83,7 +88,7 @@ func applyPutToken(st *state, index uint64, body []byte, ev *[]Event) any {
 	if _, ok := st.byHash[c.Hash]; ok {
 		return refuse(ErrExists, "a token with that secret already exists")
 	}
-	t := &Token{Name: c.Name, Role: c.Role, Hash: c.Hash, By: c.By, Created: c.Time, Index: index}
+	t := &Token{Name: c.Name, Role: c.Role, Hash: c.Hash, Tools: c.Tools, By: c.By, Created: c.Time, Index: index}
 	st.Tokens[c.Name] = t
 	st.byHash[c.Hash] = t
 	*ev = append(*ev, Event{index, "token+", c.Name})

@@ -8,6 +8,8 @@ import (
 	"io"
 	"path"
 
+	"github.com/toolnode/toolnode/acl"
+
 	"github.com/toolnode/toolnode/registry"
 )
 
@@ -366,6 +368,9 @@ func validatePublishProfiles(body []byte, lim Limits) error {
 		if err := checkNames("tool", p.AutoLoad); err != nil {
 			return fmt.Errorf("profile %q: autoLoad: %v", p.Name, err)
 		}
+		if err := acl.CheckTools(p.Tools); err != nil {
+			return fmt.Errorf("profile %q: %v", p.Name, err)
+		}
 	}
 	return nil
 }
@@ -396,6 +401,9 @@ func validateCreateSession(body []byte, lim Limits) error {
 	}
 	if len(c.Owner) > maxOwner {
 		return fmt.Errorf("session owner of %d bytes: at most %d", len(c.Owner), maxOwner)
+	}
+	if err := acl.CheckTools(c.Limit); err != nil {
+		return err
 	}
 	if c.Profile != "" {
 		// The profile names the session's first agent too.
@@ -430,6 +438,9 @@ func validateCreateAgent(body []byte, lim Limits) error {
 		return err
 	}
 	if err := checkName("session", c.Session); err != nil {
+		return err
+	}
+	if err := acl.CheckTools(c.Limit); err != nil {
 		return err
 	}
 	if c.Name != "" {

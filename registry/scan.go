@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/toolnode/toolnode/acl"
 )
 
 // Suffixes of the files a tools and an agents directory hold.
@@ -92,9 +94,13 @@ func isExecEntry(dir string, e fs.DirEntry) bool {
 	return err == nil && fi.Mode().Perm()&0o111 != 0
 }
 
-// Profile is an agent profile. Fields other than autoLoad are ignored.
+// Profile is an agent profile. Fields other than autoLoad and tools are
+// ignored.
 type Profile struct {
 	AutoLoad []string `json:"autoLoad"`
+	// Tools, when set, is the allow-list of DESIGN §9: glob patterns of
+	// the tools an agent made from the profile may load and call.
+	Tools []string `json:"tools"`
 }
 
 // ParseProfile decodes an agent profile: a JSON object whose optional
@@ -106,6 +112,9 @@ func ParseProfile(data []byte) (*Profile, error) {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidProfile, err)
 	}
 	p := new(Profile)
+	if err := parseProfileTools(obj, p); err != nil {
+		return nil, err
+	}
 	raw, ok := obj.get("autoLoad")
 	if !ok || isNull(raw) {
 		return p, nil
@@ -126,6 +135,26 @@ func ParseProfile(data []byte) (*Profile, error) {
 		}
 	}
 	return p, nil
+}
+
+func parseProfileTools(obj members, p *Profile) error {
+	raw, ok := obj.get("tools")
+	if !ok || isNull(raw) {
+		return nil
+	}
+	if raw[0] != '[' {
+		return fmt.Errorf("%w: tools: want an array of tool name patterns, got %s", ErrInvalidProfile, jsonKind(raw))
+	}
+	for i, e := range arrayElems(raw) {
+		if e[0] != '"' {
+			return fmt.Errorf("%w: tools[%d]: want a pattern (a string), got %s", ErrInvalidProfile, i, jsonKind(e))
+		}
+		p.Tools = append(p.Tools, decodeString(e))
+	}
+	if err := acl.CheckTools(p.Tools); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidProfile, err)
+	}
+	return nil
 }
 
 // DirProfile is one valid profile found in an agents directory.

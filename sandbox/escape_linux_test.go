@@ -375,13 +375,14 @@ func TestEscape_InheritedDescriptor(t *testing.T) {
 	if out, err := sb.run(context.Background(), tool{Cmd: cmd}); err == nil {
 		t.Fatalf("sandboxed: read %q through the inherited descriptor %d", out, fd)
 	}
-	// Only 0, 1 and 2 (and the descriptor ls opens for the listing).
+	// Only 0, 1, 2 and 3, the side channel's pipe (and the descriptor ls
+	// opens for the listing).
 	out, err = sb.run(context.Background(), tool{Cmd: `ls /proc/self/fd`})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Fields(string(out)); len(got) > 4 {
-		t.Errorf("the tool has descriptors %v, want 0 1 2 and ls's own", got)
+	if got := strings.Fields(string(out)); len(got) > 5 {
+		t.Errorf("the tool has descriptors %v, want 0 1 2 3 and ls's own", got)
 	}
 }
 

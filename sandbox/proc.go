@@ -89,6 +89,13 @@ func runProcess(ctx context.Context, p proc) (Result, error) {
 		closeAll()
 		return res, err
 	}
+	// fd 3, always open: the call's side channel (lines.go).
+	sideR, sideW, err := pipe()
+	if err != nil {
+		closeAll()
+		return res, err
+	}
+	lines := linesOf(ctx)
 	// Arguments that fit in an empty pipe's buffer are written before the
 	// tool starts: no goroutine has to wait to feed them.
 	stdinWritten := false
@@ -111,6 +118,7 @@ func runProcess(ctx context.Context, p proc) (Result, error) {
 		Stdin:       inR,
 		Stdout:      outW,
 		Stderr:      errW,
+		ExtraFiles:  []*os.File{sideW},
 		SysProcAttr: procAttr(),
 	}
 	group.setAttr(cmd.SysProcAttr)
@@ -132,6 +140,7 @@ func runProcess(ctx context.Context, p proc) (Result, error) {
 	_ = inR.Close()
 	_ = outW.Close()
 	_ = errW.Close()
+	_ = sideW.Close()
 	if err != nil {
 		closeAll()
 		return res, err
@@ -154,7 +163,8 @@ func runProcess(ctx context.Context, p proc) (Result, error) {
 	capHit := make(chan struct{})
 	pipes.Go(func() { res.Stdout, res.OverCap = readCapped(outR, p.outCap, capHit) })
 	var tail tailBuffer
-	pipes.Go(func() { tail.readFrom(errR) })
+	pipes.Go(func() { tail.readFrom(errR, lines) })
+	pipes.Go(func() { readSide(sideR, lines) })
 
 	exited := make(chan struct{})
 	go func() {
@@ -252,10 +262,13 @@ type tailBuffer struct {
 	buf []byte
 }
 
-func (t *tailBuffer) readFrom(r *os.File) {
+func (t *tailBuffer) readFrom(r *os.File, lines LineFunc) {
+	sp := splitter{fd: FdStderr, f: lines}
+	defer sp.flush()
 	chunk := make([]byte, 4<<10)
 	for {
 		n, err := r.Read(chunk)
+		sp.write(chunk[:n])
 		t.buf = append(t.buf, chunk[:n]...)
 		if len(t.buf) > 2*StderrTail {
 			t.buf = append(t.buf[:0], t.buf[len(t.buf)-StderrTail:]...)

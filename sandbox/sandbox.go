@@ -97,7 +97,7 @@ type Result struct {
 //
 // The process gets a scratch directory of its own, made for the call (or
 // ahead of it) and removed after it, as TMPDIR and, without Dir, as its
-// working directory; c.Stdin on standard input; descriptors 0-2 only. It
+// working directory; c.Stdin on standard input; descriptors 0-2, and 3: the call's side channel (lines.go), only. It
 // leads a process group of its own, in a cgroup of its own where the host
 // has one. Unless Off it is confined by Landlock: it reads and executes
 // everything but the protected trees (its executable and Dir included,

@@ -11,7 +11,7 @@ import (
 	"github.com/toolnode/toolnode/node"
 )
 
-const tokenUsage = "usage: toolnode token [-a ADDR] [-data DIR] new -role ROLE NAME | ls | revoke NAME"
+const tokenUsage = "usage: toolnode token [-a ADDR] [-data DIR] new -role ROLE [-tools PATTERN,...] NAME | ls | revoke NAME"
 
 // token is `toolnode token new -role ROLE NAME | ls | revoke NAME`: it
 // speaks 9P to the node's token/ files, as $TOOLNODE_TOKEN or, without
@@ -28,14 +28,15 @@ func token(args []string) error {
 		return errors.New(tokenUsage)
 	}
 	verb, args := args[0], args[1:]
-	synopsis, ok := map[string]string{"new": "new -role ROLE NAME", "ls": "ls", "revoke": "revoke NAME"}[verb]
+	synopsis, ok := map[string]string{"new": "new -role ROLE [-tools PATTERN,...] NAME", "ls": "ls", "revoke": "revoke NAME"}[verb]
 	if !ok {
 		return fmt.Errorf("unknown token verb %q\n%s", verb, tokenUsage)
 	}
-	var role string
+	var role, tools string
 	vfs := newFlagSet("token "+verb, "token [-a ADDR] [-data DIR] "+synopsis)
 	if verb == "new" {
 		vfs.StringVar(&role, "role", "", "read, call, publish or admin")
+		vfs.StringVar(&tools, "tools", "", "limit the token to these tools (glob patterns, comma-separated)")
 	}
 	if err := vfs.Parse(args); err != nil {
 		return err
@@ -60,7 +61,11 @@ func token(args []string) error {
 	defer fsys.Close()
 	switch verb {
 	case "new":
-		out, err := request(fsys, "token/new", "name="+args[0]+" role="+role)
+		spec := "name=" + args[0] + " role=" + role
+		if tools != "" {
+			spec += " tools=" + tools
+		}
+		out, err := request(fsys, "token/new", spec)
 		if err != nil {
 			return err
 		}
