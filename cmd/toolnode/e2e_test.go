@@ -784,7 +784,7 @@ func (s *suite) testRoot(t *testing.T) {
 	t.Parallel()
 	fsys := attach9(t, addr)
 	got := lsDir(t, fsys, "/")
-	if w := []string{"a", "cluster", "events", "node", "session", "t", "token", "tools", "trust", "v"}; !slices.Equal(got, w) {
+	if w := []string{"a", "cluster", "events", "m", "node", "session", "t", "token", "tools", "trust", "v"}; !slices.Equal(got, w) {
 		t.Fatalf("ls / = %q, want %q", got, w)
 	}
 	// Generated files report length 0; t/idx its true length.
