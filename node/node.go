@@ -102,6 +102,7 @@ type Node struct {
 	pub       publisher
 	reconcile chan struct{} // membership changed: the leader reconciles
 	metaKick  chan struct{} // what this node advertises changed
+	up        upstreams     // upstream MCP servers (upstream.go)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -149,6 +150,7 @@ func New(cfg Config) (n *Node, err error) {
 	n.fsm = raftfsm.New(n)
 	n.fsm.SetLogf(n.logger.Printf)
 	n.catalog.SetTrust(n.fsm.TrustError)
+	n.setupUpstream(host)
 	started := n // returns below set n to nil before this runs
 	defer func() {
 		if err != nil {
@@ -247,6 +249,7 @@ func New(cfg Config) (n *Node, err error) {
 	n.steps.step("catalog built", "tools", n.catalog.Count())
 	n.logDirs()
 	n.startPublisher(first)
+	n.startUpstream()
 	n.catalog.DropHints()
 	n.steps.step("publisher")
 	n.startResolver()
