@@ -5,15 +5,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/toolnode/toolnode/catalog"
+	"github.com/toolnode/toolnode/logx"
 	"github.com/toolnode/toolnode/mcphost"
 	"github.com/toolnode/toolnode/raftfsm"
 	"github.com/toolnode/toolnode/registry"
+	"github.com/toolnode/toolnode/sandbox"
 	"github.com/toolnode/toolnode/upstream"
 )
 
@@ -35,9 +38,13 @@ type upstreams struct {
 // origin mcp this host offers; before the catalog's first Rebuild.
 func (n *Node) setupUpstream(h registry.Host) {
 	n.up = upstreams{defs: make(chan struct{}, 1), dir: make(chan struct{}, 1), pub: make(chan struct{}, 1)}
+	// A sandbox of its own, confined as the tools are: the servers'
+	// processes are held by their threads, not by the calls' cgroups.
+	sb := sandbox.New(sandbox.Config{Off: n.cfg.Yolo, ScratchDir: n.scratchDir(), Protected: n.protectedPaths()})
 	n.up.host = mcphost.New(mcphost.Config{
 		Host:     h,
 		StateDir: filepath.Join(n.cfg.DataDir, "mcp"),
+		Connect:  mcphost.Sandboxed(sb, logx.Writer(n.cfg.Logger, slog.LevelInfo)),
 		Publish:  func(string, []upstream.Tool) { kick(n.up.pub) },
 		Logf:     n.logger.Printf,
 	})

@@ -4,6 +4,7 @@
 //   - echo: its arguments back, as JSON text;
 //   - getenv {"name": N}: the value of N in its environment;
 //   - home: its HOME;
+//   - readfile {"path": P}: the file's content, or an isError result;
 //   - fail: an isError result;
 //   - slow: answers only when its call is cancelled;
 //   - grow: adds the tool extra, so the server sends list_changed;
@@ -45,6 +46,17 @@ func main() {
 	s.AddTool(&mcp.Tool{Name: "home", Description: "its HOME", InputSchema: obj},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return text(os.Getenv("HOME")), nil
+		})
+	s.AddTool(&mcp.Tool{Name: "readfile", Description: "a file's content",
+		InputSchema: map[string]any{"type": "object", "properties": map[string]any{"path": map[string]any{"type": "string"}}}},
+		func(_ context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var a struct{ Path string }
+			json.Unmarshal(r.Params.Arguments, &a)
+			b, err := os.ReadFile(a.Path)
+			if err != nil {
+				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}, nil
+			}
+			return text(string(b)), nil
 		})
 	s.AddTool(&mcp.Tool{Name: "fail", Description: "fails", InputSchema: obj},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
