@@ -182,6 +182,34 @@ func TestUpstreamServer(t *testing.T) {
 		}
 	})
 
+	t.Run("import", func(t *testing.T) {
+		cfg := filepath.Join(t.TempDir(), "claude_desktop_config.json")
+		conf := fmt.Sprintf(`{"mcpServers": {"imported": {"command": %q, "env": {"GH_TOKEN": "ghp_literal123"}, "disabled": false}}}`, bin)
+		if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out := runCLI(t, a.e, "", "mcp", "import", "-a", a.e.p9, cfg)
+		if !strings.Contains(out, "m/imported.json published; a host runs it where it has GH_TOKEN") {
+			t.Errorf("mcp import said:\n%s", out)
+		}
+		var got string
+		rtPoll(t, 10*time.Second, "m/imported.json on charlie", func() (bool, string) {
+			var err error
+			got, err = readErr(fc, "m/imported.json")
+			return err == nil, fmt.Sprint(err)
+		})
+		if !strings.Contains(got, "${GH_TOKEN}") || strings.Contains(got, "ghp_literal123") {
+			t.Errorf("m/imported.json = %s: want the literal rewritten to ${GH_TOKEN}", got)
+		}
+		if err := fa.Remove("m/imported.json"); err != nil {
+			t.Fatal(err)
+		}
+		rtPoll(t, 10*time.Second, "m/imported.json gone from charlie", func() (bool, string) {
+			_, err := readErr(fc, "m/imported.json")
+			return err != nil, "still there"
+		})
+	})
+
 	t.Run("host_killed", func(t *testing.T) {
 		rtKill(t, b)
 		start := time.Now()
