@@ -16,6 +16,7 @@ import (
 
 	"9fans.net/go/plan9/client"
 
+	"github.com/toolnode/toolnode/internal/testcluster"
 	"github.com/toolnode/toolnode/internal/testport"
 )
 
@@ -343,6 +344,8 @@ wait:
 	}
 	idle := window > 0
 	if idle {
+		// A settle period on purpose: the starts' own CPU stays out of
+		// the idle window measured next.
 		time.Sleep(max(scaleSettle, time.Until(launched.Add(settlePeriod))))
 	}
 	before := map[string]uint64{}
@@ -354,7 +357,7 @@ wait:
 		logBefore[n.name] = n.p.log.Len()
 	}
 	began := time.Now()
-	time.Sleep(window)
+	time.Sleep(window) // the idle window measured: nothing happens in it on purpose
 	elapsed := max(time.Since(began).Seconds(), 1e-3)
 	// Suspicions in the window: a probe that went unanswered (a node
 	// starved of CPU on a loaded machine answers late) makes its prober
@@ -547,8 +550,7 @@ func readWithin(addr, path string, d time.Duration) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	cn := &conn9{conn, fsys}
-	return cn.read(path)
+	return testcluster.ReadErr(fsys, path)
 }
 
 func mean(xs []float64) float64 {

@@ -144,7 +144,7 @@ func BenchmarkStart(b *testing.B) {
 
 	// node starts a node on data and returns how long it took until t/idx
 	// listed every tool; the node is stopped after the clock stops.
-	node := func(data string) time.Duration {
+	node := func(bin, data string) time.Duration {
 		args, addr := nodeArgs(b, data, tools, agents)
 		t0 := time.Now()
 		p := startProc(b, env, bin, args...)
@@ -155,9 +155,14 @@ func BenchmarkStart(b *testing.B) {
 		p.stop(30 * time.Second)
 		return d
 	}
+	base := os.Getenv("TOOLNODE_BENCH_BASELINE")
 	restartData := filepath.Join(root, "data-restart")
-	node(restartData) // the restart leg starts on a data directory holding the tools
-	var floors, fresh, restart []time.Duration
+	baseRestartData := filepath.Join(root, "data-restart-baseline")
+	node(bin, restartData) // the restart leg starts on a data directory holding the tools
+	if base != "" {
+		node(base, baseRestartData)
+	}
+	var floors, fresh, restart, baseFresh, baseRestart []time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
@@ -166,10 +171,31 @@ func BenchmarkStart(b *testing.B) {
 			b.Fatalf("metafloor: %q, %v", out, err)
 		}
 		floors = append(floors, time.Since(t0))
-		data := filepath.Join(root, fmt.Sprintf("data-%d", i))
-		fresh = append(fresh, node(data))
-		os.RemoveAll(data)
-		restart = append(restart, node(restartData))
+		// With a baseline, its legs go first in odd rounds.
+		legs := []func(){
+			func() {
+				data := filepath.Join(root, fmt.Sprintf("data-%d", i))
+				fresh = append(fresh, node(bin, data))
+				os.RemoveAll(data)
+				restart = append(restart, node(bin, restartData))
+			},
+		}
+		if base != "" {
+			baseLeg := func() {
+				data := filepath.Join(root, fmt.Sprintf("data-baseline-%d", i))
+				baseFresh = append(baseFresh, node(base, data))
+				os.RemoveAll(data)
+				baseRestart = append(baseRestart, node(base, baseRestartData))
+			}
+			if i%2 == 1 {
+				legs = append([]func(){baseLeg}, legs...)
+			} else {
+				legs = append(legs, baseLeg)
+			}
+		}
+		for _, leg := range legs {
+			leg()
+		}
 	}
 	b.StopTimer()
 	ms := func(d []time.Duration) float64 {
@@ -192,6 +218,22 @@ func BenchmarkStart(b *testing.B) {
 	b.ReportMetric(ms(restart), "restart-ms")
 	b.ReportMetric(ratio(fresh), "fresh/floor")
 	b.ReportMetric(ratio(restart), "restart/floor")
+	if base != "" {
+		pair := func(a, d []time.Duration) float64 {
+			v := make([]float64, len(a))
+			for i := range a {
+				v[i] = float64(a[i]) / float64(d[i])
+			}
+			return median(v)
+		}
+		b.ReportMetric(ms(baseFresh), "baseline-fresh-ms")
+		b.ReportMetric(ms(baseRestart), "baseline-restart-ms")
+		b.ReportMetric(pair(fresh, baseFresh), "fresh/baseline")
+		b.ReportMetric(pair(restart, baseRestart), "restart/baseline")
+		for i := range baseFresh {
+			b.Logf("round %d: baseline fresh %v, restart %v", i, baseFresh[i].Round(time.Millisecond), baseRestart[i].Round(time.Millisecond))
+		}
+	}
 	for i := range floors {
 		b.Logf("round %d: floor %v, fresh %v (%.2f×), restart %v (%.2f×)", i, floors[i].Round(time.Millisecond),
 			fresh[i].Round(time.Millisecond), float64(fresh[i])/float64(floors[i]),
@@ -547,17 +589,22 @@ func startGo9p(b *testing.B) *conn9 {
 }
 
 func walkRead(b *testing.B, c *conn9, path, want string) {
-	buf := make([]byte, 64)
 	for b.Loop() {
-		fid, err := c.fsys.Open(path, plan9.OREAD)
-		if err != nil {
-			b.Fatal(err)
-		}
-		n, err := fid.ReadAt(buf, 0)
-		fid.Close()
-		if (err != nil && err != io.EOF) || string(buf[:n]) != want {
-			b.Fatalf("read %s: %q, %v", path, buf[:n], err)
-		}
+		walkReadOnce(b, c, path, want)
+	}
+}
+
+// walkReadOnce walks to path on c, opens it, reads it and clunks it.
+func walkReadOnce(b *testing.B, c *conn9, path, want string) {
+	var buf [64]byte
+	fid, err := c.fsys.Open(path, plan9.OREAD)
+	if err != nil {
+		b.Fatal(err)
+	}
+	n, err := fid.ReadAt(buf[:], 0)
+	fid.Close()
+	if (err != nil && err != io.EOF) || string(buf[:n]) != want {
+		b.Fatalf("read %s: %q, %v", path, buf[:n], err)
 	}
 }
 
@@ -579,11 +626,42 @@ func readOpen(b *testing.B, c *conn9, path, want string) {
 // rev is what toolsrv.rev reads for the benchmark's agent: it loaded one tool.
 const rev = "1\n"
 
+// BenchmarkWalkRead's leg interleaved makes, in every iteration, the walk
+// and read on go9p's server and on the node (and, when
+// TOOLNODE_BENCH_BASELINE names another toolnode binary, on a node of
+// that binary) in turn, so that all see the same load.
 func BenchmarkWalkRead(b *testing.B) {
 	l := startLone(b)
 	g := startGo9p(b)
 	b.Run("floor-go9p", func(b *testing.B) { walkRead(b, g, "toolsrv.rev", "7\n") })
 	b.Run("toolnode", func(b *testing.B) { walkRead(b, l.conn, l.agent+"/toolsrv.rev", rev) })
+	b.Run("interleaved", func(b *testing.B) {
+		var base *lone
+		if bin := os.Getenv("TOOLNODE_BENCH_BASELINE"); bin != "" {
+			base = startLoneBin(b, bin)
+		}
+		var floor, node, baseline time.Duration
+		for b.Loop() {
+			t0 := time.Now()
+			walkReadOnce(b, g, "toolsrv.rev", "7\n")
+			t1 := time.Now()
+			walkReadOnce(b, l.conn, l.agent+"/toolsrv.rev", rev)
+			t2 := time.Now()
+			floor += t1.Sub(t0)
+			node += t2.Sub(t1)
+			if base != nil {
+				walkReadOnce(b, base.conn, base.agent+"/toolsrv.rev", rev)
+				baseline += time.Since(t2)
+			}
+		}
+		us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(b.N) }
+		b.ReportMetric(us(floor), "floor-µs")
+		b.ReportMetric(us(node), "walk-µs")
+		if base != nil {
+			b.ReportMetric(us(baseline), "baseline-µs")
+			b.ReportMetric(float64(node)/float64(baseline), "walk/baseline")
+		}
+	})
 }
 
 func BenchmarkReadOpenFid(b *testing.B) {

@@ -102,11 +102,11 @@ func startSpread(b *testing.B, n, servers int, leg string, cfg Config) []*Cluste
 			continue
 		}
 		go func() {
-			time.Sleep(rand.N(time.Second))
+			time.Sleep(rand.N(time.Second)) // joins at random moments on purpose, as a real start has them
 			_, err := cs[i].Join([]string{cs[0].LocalAddr()})
 			errs <- err
 		}()
-		time.Sleep(rand.N(2 * time.Second / time.Duration(n)))
+		time.Sleep(rand.N(2 * time.Second / time.Duration(n))) // pacing the starts over about 2s
 	}
 	for range n - 1 {
 		if err := <-errs; err != nil {

@@ -416,10 +416,10 @@ func (n *Node) checkHere(ctx context.Context, session, agent string, e *catalog.
 func (n *Node) runChecked(ctx context.Context, e *catalog.Entry, c *registry.Checked) ([]byte, error) {
 	n.metrics.Running(1)
 	defer n.metrics.Running(-1)
-	if err := n.calls.acquire(ctx); err != nil {
+	if err := n.calls.Acquire(ctx); err != nil {
 		return nil, fmt.Errorf("tool %q: %w", e.Tool.Name, err)
 	}
-	defer n.calls.release()
+	defer n.calls.Release()
 	n.procsCall(1)
 	defer n.procsCall(-1)
 	out, err := c.Run(ctx)

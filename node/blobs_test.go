@@ -108,7 +108,7 @@ func TestBlobs_FetchOverClusterPort(t *testing.T) {
 	if err := put9(f, "t/big.meta", 0o644, []byte(`{"description":"a big one"}`)); err != nil {
 		t.Fatal(err)
 	}
-	if err := put9(f, "t/big", 0o755, exe); err != nil {
+	if err := put9Exec(f, "big", exe); err != nil {
 		t.Fatal(err)
 	}
 	// The publisher has it as soon as the write returns.
@@ -218,7 +218,7 @@ func TestBlobs_CallWaitsThenSays(t *testing.T) {
 	if err := put9(mount(t, n1.P9Addr()), "t/w.meta", 0o644, []byte(`{"description":"w"}`)); err != nil {
 		t.Fatal(err)
 	}
-	if err := put9(mount(t, n1.P9Addr()), "t/w", 0o755, exe); err != nil {
+	if err := put9Exec(mount(t, n1.P9Addr()), "w", exe); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the executable on n2", 10*time.Second, func() bool { return n2.blobs.Store().Has(d) })
@@ -254,7 +254,7 @@ func TestBlobs_Collect(t *testing.T) {
 		if err := put9(f, "t/"+name+".meta", 0o644, []byte(`{"description":"x"}`)); err != nil {
 			t.Fatal(err)
 		}
-		if err := put9(f, "t/"+name, 0o755, exe); err != nil {
+		if err := put9Exec(f, name, exe); err != nil {
 			t.Fatal(err)
 		}
 	}

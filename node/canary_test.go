@@ -23,7 +23,7 @@ func TestNode_CanaryPromoteAbort(t *testing.T) {
 	if err := put9(fs1, "t/c.meta", 0o644, []byte(`{"description":"c"}`)); err != nil {
 		t.Fatal(err)
 	}
-	if err := put9(fs1, "t/c", 0o755, script("one")); err != nil {
+	if err := put9Exec(fs1, "c", script("one")); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -52,7 +52,7 @@ func TestNode_CanaryPromoteAbort(t *testing.T) {
 	if err := tell(fs1, "v/c/ctl", "canary n2"); err != nil {
 		t.Fatal(err)
 	}
-	if err := put9(fs1, "t/c", 0o755, script("two")); err != nil {
+	if err := put9Exec(fs1, "c", script("two")); err != nil {
 		t.Fatal(err)
 	}
 	fs2 := mount(t, n2.P9Addr())
@@ -81,7 +81,7 @@ func TestNode_CanaryPromoteAbort(t *testing.T) {
 	if err := tell(fs1, "v/c/ctl", "canary n1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := put9(fs1, "t/c", 0o755, script("three")); err != nil {
+	if err := put9Exec(fs1, "c", script("three")); err != nil {
 		t.Fatal(err)
 	}
 	says(n1, "s", "three")
@@ -115,7 +115,7 @@ func TestNode_CanaryAutoAbort(t *testing.T) {
 	if err := put9(fs1, "t/c.meta", 0o644, []byte(`{"description":"c"}`)); err != nil {
 		t.Fatal(err)
 	}
-	if err := put9(fs1, "t/c", 0o755, []byte("#!/bin/sh\necho fine\n")); err != nil {
+	if err := put9Exec(fs1, "c", []byte("#!/bin/sh\necho fine\n")); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -129,7 +129,7 @@ func TestNode_CanaryAutoAbort(t *testing.T) {
 		if err := tell(fs1, "v/c/ctl", "canary n2"+how); err != nil {
 			t.Fatal(err)
 		}
-		if err := put9(fs1, "t/c", 0o755, []byte("#!/bin/sh\necho "+word+" >&2\nexit 1\n")); err != nil {
+		if err := put9Exec(fs1, "c", []byte("#!/bin/sh\necho "+word+" >&2\nexit 1\n")); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, "n2 running the canary", 10*time.Second, func() bool {

@@ -64,9 +64,9 @@
 // before it runs (Node.StartCall, p9.CallStarter: agent, tool, arguments
 // against the schema, cwd, executable), so the 9P write answers while the
 // tool runs and the read waits for its end (backend.go). Calls run here
-// pass a first-come, first-served queue of -max-calls slots (callq.go);
+// pass a first-come, first-served queue of -max-calls slots;
 // a session's cwd obeys the rules of DESIGN §7, checked where the
-// session is made and again where each call runs (workdir.go).
+// session is made and again where each call runs (both in package calls).
 // It tells the runner what tools may not read and checks
 // a published executable's digest before each run (sandbox.go).
 // With -9p-tls-cert and -9p-tls-key the 9P listener speaks TLS 1.3, each

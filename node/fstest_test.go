@@ -136,8 +136,8 @@ func TestNode_FSTest(t *testing.T) {
 
 	// Published through 9P: metadata, an executable, a profile.
 	for _, f := range []struct{ path, data string }{
-		{"t/up.meta", `{"description":"uploaded"}` + "\n"},
 		{"t/up", "#!/bin/sh\necho up\n"},
+		{"t/up.meta", `{"description":"uploaded"}` + "\n"},
 		{"a/rev.json", `{"autoLoad":["up"]}` + "\n"},
 	} {
 		fid, err := fsys.Create(f.path, plan9.OWRITE, 0o644)

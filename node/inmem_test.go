@@ -11,177 +11,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
 
+	"github.com/toolnode/toolnode/internal/testcluster"
 	"github.com/toolnode/toolnode/p9"
 	"github.com/toolnode/toolnode/raftfsm"
 )
 
 // Multi-node tests without cluster sockets (STYLE "Tests"): Raft runs over
-// raft's InmemTransport, gossip over gossipNet below, and forwarded writes
+// raft's InmemTransport, gossip over testcluster.GossipNet, and forwarded writes
 // over net.Pipe into the leader's ServeClusterConn. Only the 9P listeners
 // are real (loopback, port 0).
-
-// gossipNet is an in-memory network for memberlist. It plays the part of
-// memberlist's MockNetwork, which cannot serve these tests: MockNetwork
-// delivers on unbuffered channels, so once a member stops reading (it
-// crashed or left) every peer that gossips or probes it blocks for good and
-// the failed member is never declared dead; and its NewTransport writes
-// maps that running members read, so nodes cannot be added to a running
-// cluster. Here a transport can go down (a crash, as its peers see it:
-// packets to and from it are lost, streams refused), and a restart gets
-// a fresh transport at the same address (renew).
-type gossipNet struct {
-	mu     sync.Mutex
-	port   int
-	byAddr map[string]*gossipTransport
-}
-
-func (g *gossipNet) newTransport() *gossipTransport {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.port++
-	t := &gossipTransport{
-		net:     g,
-		addr:    fmt.Sprintf("127.0.0.1:%d", g.port),
-		port:    g.port,
-		packets: make(chan *memberlist.Packet, 256),
-		streams: make(chan net.Conn),
-		down:    make(chan struct{}),
-	}
-	close(t.down) // down until a node starts on it
-	if g.byAddr == nil {
-		g.byAddr = map[string]*gossipTransport{}
-	}
-	g.byAddr[t.addr] = t
-	return t
-}
-
-// renew gives old's address a fresh transport, up, as a restarted process
-// gets fresh sockets: the stopped instance keeps old, so its late
-// Shutdown, or a reader of its channels still draining, cannot touch the
-// new one.
-func (g *gossipNet) renew(old *gossipTransport) *gossipTransport {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	t := &gossipTransport{
-		net:     g,
-		addr:    old.addr,
-		port:    old.port,
-		packets: make(chan *memberlist.Packet, 256),
-		streams: make(chan net.Conn),
-		down:    make(chan struct{}),
-	}
-	g.byAddr[t.addr] = t
-	return t
-}
-
-func (g *gossipNet) lookup(addr string) *gossipTransport {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.byAddr[addr]
-}
-
-// gossipTransport is one member's memberlist.Transport on a gossipNet.
-type gossipTransport struct {
-	net     *gossipNet
-	addr    string
-	port    int
-	packets chan *memberlist.Packet
-	streams chan net.Conn
-
-	mu   sync.Mutex
-	down chan struct{} // closed while the transport is down
-}
-
-var _ memberlist.Transport = (*gossipTransport)(nil)
-
-type gossipAddr string
-
-func (a gossipAddr) Network() string { return "inmem" }
-func (a gossipAddr) String() string  { return string(a) }
-
-func (t *gossipTransport) downCh() chan struct{} {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.down
-}
-
-func (t *gossipTransport) isDown() bool {
-	select {
-	case <-t.downCh():
-		return true
-	default:
-		return false
-	}
-}
-
-// setDown cuts the transport off: nothing more goes in or out.
-func (t *gossipTransport) setDown() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	select {
-	case <-t.down:
-	default:
-		close(t.down)
-	}
-}
-
-func (t *gossipTransport) FinalAdvertiseAddr(string, int) (net.IP, int, error) {
-	return net.IPv4(127, 0, 0, 1), t.port, nil
-}
-
-// WriteTo delivers a packet, or loses it as UDP would: when either end is
-// down, or the receiver does not take it within a second.
-func (t *gossipTransport) WriteTo(b []byte, addr string) (time.Time, error) {
-	now := time.Now()
-	to := t.net.lookup(addr)
-	if to == nil || t.isDown() {
-		return now, nil
-	}
-	toDown := to.downCh()
-	select {
-	case <-toDown:
-		return now, nil
-	default:
-	}
-	p := &memberlist.Packet{Buf: append([]byte(nil), b...), From: gossipAddr(t.addr), Timestamp: now}
-	select {
-	case to.packets <- p:
-	case <-toDown:
-	case <-time.After(time.Second):
-	}
-	return now, nil
-}
-
-func (t *gossipTransport) PacketCh() <-chan *memberlist.Packet { return t.packets }
-
-// DialTimeout connects a stream, refused when either end is down.
-func (t *gossipTransport) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
-	to := t.net.lookup(addr)
-	if to == nil || t.isDown() || to.isDown() {
-		return nil, fmt.Errorf("dial %s: connection refused", addr)
-	}
-	mine, theirs := net.Pipe()
-	select {
-	case to.streams <- theirs:
-		return mine, nil
-	case <-to.downCh():
-	case <-time.After(timeout):
-	}
-	mine.Close()
-	theirs.Close()
-	return nil, fmt.Errorf("dial %s: connection refused", addr)
-}
-
-func (t *gossipTransport) StreamCh() <-chan net.Conn { return t.streams }
-
-// Shutdown is memberlist stopping: the member is gone from the network.
-func (t *gossipTransport) Shutdown() error {
-	t.setDown()
-	return nil
-}
 
 // inmemLog is testWriter until the cluster is torn down: a goroutine of a
 // stopped node that logs late must not write to a finished test.
@@ -208,7 +48,7 @@ type inmemCluster struct {
 	root    string
 	voters  int // Config.Voters; 0 = the default
 	servers int // Config.Servers; 0 = the default (voters)
-	gossip  *gossipNet
+	gossip  *testcluster.GossipNet
 	log     *inmemLog
 	// void stands for the far side of a partition: it takes Raft RPCs and
 	// never answers, so they time out as over a cut network.
@@ -231,7 +71,7 @@ type inmemMember struct {
 	name   string
 	cfg    Config
 	raftTr *raft.InmemTransport
-	gossTr *gossipTransport
+	gossTr *testcluster.GossipTransport
 	node   *Node // the running node; nil while it is stopped
 	down   bool  // crashed or stopped: unreachable
 }
@@ -255,7 +95,7 @@ func newInmemCluster(t *testing.T, voters int, names ...string) *inmemCluster {
 func newInmemClusterWith(t *testing.T, voters int, tweak func(*Config), names ...string) *inmemCluster {
 	t.Helper()
 	c := &inmemCluster{
-		t: t, root: t.TempDir(), voters: voters, gossip: &gossipNet{},
+		t: t, root: t.TempDir(), voters: voters, gossip: &testcluster.GossipNet{},
 		log:     &inmemLog{w: testWriter{t}},
 		members: map[string]*inmemMember{}, byAddr: map[string]*inmemMember{},
 		cut: map[[2]string]bool{}, tweak: tweak,
@@ -291,7 +131,7 @@ func (c *inmemCluster) add(name string) *Node {
 func (c *inmemCluster) addClient(name string) *Node {
 	c.t.Helper()
 	addr, tr := raft.NewInmemTransport(raft.ServerAddress("raft-" + name))
-	m := &inmemMember{name: name, raftTr: tr, gossTr: c.gossip.newTransport(), down: true}
+	m := &inmemMember{name: name, raftTr: tr, gossTr: c.gossip.NewTransport(), down: true}
 	m.cfg = Config{
 		P9Anon: trustedAnon,
 		Name:   name, DataDir: filepath.Join(c.root, name), Voters: c.voters, Servers: c.servers,
@@ -304,7 +144,7 @@ func (c *inmemCluster) addClient(name string) *Node {
 	c.mu.Lock()
 	for _, o := range c.order {
 		if !c.members[o].down {
-			m.cfg.Join = []string{c.members[o].gossTr.addr}
+			m.cfg.Join = []string{c.members[o].gossTr.Addr()}
 			break
 		}
 	}
@@ -335,7 +175,7 @@ func (c *inmemCluster) start(m *inmemMember) *Node {
 			o.raftTr.Connect(m.raftTr.LocalAddr(), m.raftTr)
 		}
 	}
-	m.gossTr = c.gossip.renew(m.gossTr)
+	m.gossTr = c.gossip.Renew(m.gossTr)
 	c.mu.Unlock()
 	cfg := m.cfg
 	cfg.GossipTransport = m.gossTr
@@ -353,7 +193,7 @@ func (c *inmemCluster) start(m *inmemMember) *Node {
 // isolate cuts a member off every network; c.mu is held.
 func (c *inmemCluster) isolate(m *inmemMember) {
 	m.down = true
-	m.gossTr.setDown()
+	m.gossTr.SetDown()
 	m.raftTr.DisconnectAll()
 	for _, o := range c.members {
 		if o != m {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/toolnode/toolnode/audit"
 	"github.com/toolnode/toolnode/blobs"
+	"github.com/toolnode/toolnode/calls"
 	"github.com/toolnode/toolnode/catalog"
 	"github.com/toolnode/toolnode/cluster"
 	"github.com/toolnode/toolnode/clusterport"
@@ -91,8 +92,8 @@ type Node struct {
 	dirSigner *signing.Signer
 	events    *p9.EventRing
 	runner    *registry.Runner
-	sandbox   string     // how tools are run, for the node file
-	calls     *callQueue // -max-calls
+	sandbox   string       // how tools are run, for the node file
+	calls     *calls.Queue // -max-calls
 	tally     canaryTally
 	digests   sandbox.DigestCache
 	blobs     *blobs.Service // the executables' store, fetches and collection
@@ -257,6 +258,8 @@ func New(cfg Config) (n *Node, err error) {
 	go n.collectBlobs()
 	n.wg.Add(1)
 	go n.watchCanaries()
+	n.wg.Add(1)
+	go n.flushStaged()
 	// What this host can run is gossiped by advertise, beside 9P: encoding
 	// thousands of tools for memberlist need not hold up the first read.
 	kick(n.metaKick)
@@ -293,7 +296,7 @@ func (n *Node) setupRunner() {
 		rc.Readable = []string{n.cfg.ToolsDir} // -examples puts it in the data directory
 	}
 	n.runner = registry.NewRunner(rc)
-	n.calls = newCallQueue(n.cfg.MaxCalls, min(n.cfg.CallTimeout, MaxCallWait))
+	n.calls = calls.NewQueue(n.cfg.MaxCalls, min(n.cfg.CallTimeout, calls.MaxCallWait))
 	switch _, err := sandbox.Status(); {
 	case n.cfg.Yolo:
 		n.sandbox = "off (-yolo)"

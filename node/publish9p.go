@@ -57,6 +57,11 @@ func (n *Node) publishToolMeta(c caller, name string, data []byte) error {
 	}
 	_, notes, err := registry.ParseMeta(data)
 	if err != nil {
+		// A refused close changes nothing: an executable staged for it
+		// is dropped, not published later with the live metadata.
+		if _, st := n.sigs.get(c.who, name, true); st != nil {
+			n.logger.Printf("t/%s: executable %s staged by %s dropped with the refused t/%s.meta", name, st.digest, publisherOrNode(c.who, n.cfg.Name), name)
+		}
 		return fmt.Errorf("invalid tool metadata in %s.meta: %w; nothing was published", name, err)
 	}
 	n.logNotes(name, notes)
@@ -112,18 +117,13 @@ func (n *Node) publishToolExec(c caller, name string, up p9.ExecUpload, size int
 		return fmt.Errorf("tool %q: storing the executable: %w", name, err)
 	}
 	sig, _ := n.sigs.get(c.who, name, false)
-	if n.fsm.Trusting() && sig != nil {
-		var live []byte
-		if t, ok := n.fsm.Tool(name); ok {
-			live = t.Meta
-		}
-		if live == nil || n.fsm.CheckTool(name, live, d, sig) != nil {
-			// The signature is over metadata to come: the executable
-			// waits for the close of t/NAME.meta (stagedTTL).
-			n.sigs.put(c.who, name, nil, &stagedExec{digest: d, size: size, mode: mode & 0o7777, at: time.Now()})
-			n.logger.Printf("t/%s: executable %s staged for the next close of t/%s.meta by %s", name, d, name, publisherOrNode(c.who, n.cfg.Name))
-			return nil
-		}
+	if sig == nil || !n.signsLiveMeta(name, d, sig) {
+		// The executable and the next close of t/NAME.meta are one
+		// version; without that close it is published with the live
+		// metadata after stagedTTL (flushStaged).
+		n.sigs.put(c.who, name, nil, &stagedExec{c: c, digest: d, size: size, mode: mode & 0o7777, at: time.Now()})
+		n.logger.Printf("t/%s: executable %s staged for the next close of t/%s.meta by %s", name, d, name, publisherOrNode(c.who, n.cfg.Name))
+		return nil
 	}
 	n.sigs.get(c.who, name, true)
 	_, err = n.applyFor(c, raftfsm.CmdPutToolExec, raftfsm.PutToolExec{
@@ -141,6 +141,9 @@ func (n *Node) ChmodToolExec(name string, mode uint32) error {
 }
 
 func (n *Node) chmodToolExec(c caller, name string, mode uint32) error {
+	if n.sigs.chmodStaged(c.who, name, mode&0o7777) {
+		return nil
+	}
 	t, ok := n.fsm.Tool(name)
 	if !ok || t.ExecHash == "" {
 		return fmt.Errorf("file does not exist: tool %q has no published executable", name)

@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/toolnode/toolnode/calls"
 )
 
 // homeSecrets are the places in the node user's home where credentials
@@ -64,12 +66,12 @@ func (n *Node) secretsDir(d, home string) bool {
 		return false
 	}
 	for _, s := range sharedDirs {
-		if within(d, s) {
+		if calls.Within(d, s) {
 			return false
 		}
 	}
 	for _, keep := range append([]string{n.cfg.ToolsDir, n.cfg.AgentsDir}, n.cfg.Workdirs...) {
-		if keep != "" && within(keep, d) {
+		if keep != "" && calls.Within(keep, d) {
 			return false
 		}
 	}

@@ -35,8 +35,9 @@ const (
 // toolSigs holds, per principal and tool, the signature written to
 // t/NAME.sig and the executable staged for the next t/NAME.meta.
 type toolSigs struct {
-	mu sync.Mutex
-	m  map[string]*pendingSig
+	mu   sync.Mutex
+	m    map[string]*pendingSig
+	kick chan struct{} // an executable was staged (flushStaged)
 }
 
 type pendingSig struct {
@@ -49,6 +50,7 @@ type pendingSig struct {
 // published: the next close of its t/NAME.meta publishes both as one
 // version, under the signature over both.
 type stagedExec struct {
+	c      caller // who closed t/NAME: the flush publishes as them
 	digest string
 	size   int64
 	mode   uint32
@@ -57,8 +59,8 @@ type stagedExec struct {
 
 func sigKey(who, name string) string { return who + "\x00" + name }
 
-// get returns the pending signature and staged executable of who's tool
-// name (nil when none or expired); take also forgets them.
+// get returns the pending signature (nil when none or expired) and
+// staged executable of who's tool name; take also forgets them.
 func (t *toolSigs) get(who, name string, take bool) ([]byte, *stagedExec) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -75,11 +77,59 @@ func (t *toolSigs) get(who, name string, take bool) ([]byte, *stagedExec) {
 	if now.Sub(p.at) < sigTTL {
 		sig = p.sig
 	}
-	st := p.staged
-	if st != nil && now.Sub(st.at) >= stagedTTL {
-		st = nil
+	return sig, p.staged
+}
+
+// chmodStaged sets the mode of who's staged executable of name, if any.
+func (t *toolSigs) chmodStaged(who, name string, mode uint32) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p, ok := t.m[sigKey(who, name)]
+	if !ok || p.staged == nil {
+		return false
 	}
-	return sig, st
+	p.staged.mode = mode
+	return true
+}
+
+// due takes the staged executables older than stagedTTL, by tool name,
+// and says when the next one is due (zero when none is staged).
+func (t *toolSigs) due(now time.Time) (map[string]*stagedExec, time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out map[string]*stagedExec
+	var next time.Time
+	for k, p := range t.m {
+		st := p.staged
+		if st == nil {
+			continue
+		}
+		at := st.at.Add(stagedTTL)
+		if now.Before(at) {
+			if next.IsZero() || at.Before(next) {
+				next = at
+			}
+			continue
+		}
+		if out == nil {
+			out = map[string]*stagedExec{}
+		}
+		out[k[strings.IndexByte(k, 0)+1:]] = st
+		p.staged = nil
+		if p.sig == nil {
+			delete(t.m, k)
+		}
+	}
+	return out, next
+}
+
+func (t *toolSigs) kicks() chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.kick == nil {
+		t.kick = make(chan struct{}, 1)
+	}
+	return t.kick
 }
 
 func (t *toolSigs) put(who, name string, sig []byte, staged *stagedExec) {
@@ -105,8 +155,71 @@ func (t *toolSigs) put(who, name string, sig []byte, staged *stagedExec) {
 	}
 	if staged != nil {
 		p.staged = staged
+		if t.kick == nil {
+			t.kick = make(chan struct{}, 1)
+		}
+		select {
+		case t.kick <- struct{}{}:
+		default:
+		}
 	}
 	p.at = now
+}
+
+// signsLiveMeta says whether sig, while keys are trusted, signs the
+// tool's live metadata with the executable d: then d is all the publish
+// changes, and nothing waits for a t/NAME.meta.
+func (n *Node) signsLiveMeta(name, d string, sig []byte) bool {
+	if !n.fsm.Trusting() {
+		return false
+	}
+	t, ok := n.fsm.Tool(name)
+	return ok && t.Meta != nil && n.fsm.CheckTool(name, t.Meta, d, sig) == nil
+}
+
+// flushStaged publishes each executable staged longer than stagedTTL
+// with its tool's live metadata, under the signature then attached; a
+// tool with no metadata drops it (DESIGN §8).
+func (n *Node) flushStaged() {
+	defer n.wg.Done()
+	kick := n.sigs.kicks()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		due, next := n.sigs.due(time.Now())
+		for name, st := range due {
+			n.publishStaged(name, st)
+		}
+		wait := time.Hour
+		if !next.IsZero() {
+			wait = max(time.Until(next), time.Millisecond)
+		}
+		timer.Reset(wait)
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-kick:
+		case <-timer.C:
+		}
+	}
+}
+
+func (n *Node) publishStaged(name string, st *stagedExec) {
+	who := publisherOrNode(st.c.who, n.cfg.Name)
+	if t, ok := n.fsm.Tool(name); !ok || !t.Published() || t.Meta == nil {
+		n.logger.Printf("t/%s: executable %s staged by %s dropped: no close of t/%s.meta within %s and the tool has no live metadata", name, st.digest, who, name, stagedTTL)
+		return
+	}
+	sig, _ := n.sigs.get(st.c.who, name, true)
+	_, err := n.applyFor(st.c, raftfsm.CmdPutToolExec, raftfsm.PutToolExec{
+		Owner: n.cfg.Name, Origin: raftfsm.Origin9P, Time: nowNano(), Name: name,
+		ExecHash: st.digest, Size: st.size, Mode: st.mode, Publisher: publisherName(st.c.who), Sig: sig,
+	})
+	if err != nil {
+		n.logger.Printf("t/%s: executable %s staged by %s not published with the live metadata: %v", name, st.digest, who, err)
+		return
+	}
+	n.logger.Printf("t/%s: executable %s staged by %s published with the live metadata (no close of t/%s.meta within %s)", name, st.digest, who, name, stagedTTL)
 }
 
 // AttachToolSig keeps the signature written to t/NAME.sig for the next

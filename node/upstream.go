@@ -234,10 +234,10 @@ func (n *Node) runUpstream(ctx context.Context, e *catalog.Entry, args []byte) (
 	name := e.Tool.Name
 	n.metrics.Running(1)
 	defer n.metrics.Running(-1)
-	if err := n.calls.acquire(ctx); err != nil {
+	if err := n.calls.Acquire(ctx); err != nil {
 		return nil, fmt.Errorf("tool %q: %w", name, err)
 	}
-	defer n.calls.release()
+	defer n.calls.Release()
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.CallTimeout)
 	defer cancel()
 	start := time.Now()

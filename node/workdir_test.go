@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/toolnode/toolnode/calls"
 )
 
 // procNode starts a node whose config mod may change, with a tools
@@ -160,7 +162,7 @@ func TestCall_MaxCalls(t *testing.T) {
 	n, root := procNode(t, func(c *Config) { c.MaxCalls = 1 }, map[string]string{
 		"gate": `{"cmd":"touch started; while [ ! -e ` + gate + ` ]; do sleep 0.02; done; echo through"}`,
 	})
-	n.calls = newCallQueue(1, 300*time.Millisecond) // a short wait, before any call
+	n.calls = calls.NewQueue(1, 300*time.Millisecond) // a short wait, before any call
 	work := filepath.Join(root, "work")
 	os.MkdirAll(work, 0o755)
 	var wg sync.WaitGroup
@@ -172,7 +174,7 @@ func TestCall_MaxCalls(t *testing.T) {
 		return err == nil
 	})
 	_, err := n.Call(context.Background(), "s", "a", "gate", nil)
-	if !errors.Is(err, errBusy) || !strings.Contains(err.Error(), "node busy: 1 calls running") || !strings.Contains(err.Error(), "try again") {
+	if !errors.Is(err, calls.ErrBusy) || !strings.Contains(err.Error(), "node busy: 1 calls running") || !strings.Contains(err.Error(), "try again") {
 		t.Errorf("a call beyond -max-calls: %v", err)
 	}
 	os.WriteFile(gate, nil, 0o644)

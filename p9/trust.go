@@ -203,7 +203,11 @@ func (h *sigHandle) commit() error {
 	if len(bytes.TrimSpace(h.buf)) == 0 {
 		return nil
 	}
-	return h.attach()
+	if err := h.attach(); err != nil {
+		h.s.opt.Logf("9p: refused the signature written to %s: %v", h.n.path, err)
+		return err
+	}
+	return nil
 }
 
 func (h *sigHandle) truncate() {

@@ -88,8 +88,10 @@ func BenchmarkHubFanout(b *testing.B) {
 					f.Run(ctx)
 				}()
 			}
-			for hub.Subscribers() < k {
-				time.Sleep(time.Millisecond)
+			for deadline := time.Now().Add(30 * time.Second); hub.Subscribers() < k; time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					b.Fatalf("%d of %d followers subscribed within 30s", hub.Subscribers(), k)
+				}
 			}
 			data := raftfsm.MustEncode(raftfsm.CmdLoad, raftfsm.Load{Session: "s1", Agent: "a1", Names: []string{"bench_a"}})
 			sent.Store(0)
@@ -97,8 +99,11 @@ func BenchmarkHubFanout(b *testing.B) {
 			for i := range b.N {
 				hub.Publish(uint64(i+1), data)
 			}
-			for got.Load() < int64(b.N*k) {
-				time.Sleep(100 * time.Microsecond)
+			// A fine poll (the wait is in the measured time), with a deadline.
+			for deadline := time.Now().Add(time.Minute); got.Load() < int64(b.N*k); time.Sleep(100 * time.Microsecond) {
+				if time.Now().After(deadline) {
+					b.Fatalf("%d of %d entries delivered within a minute", got.Load(), b.N*k)
+				}
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(sent.Load())/float64(b.N*k), "B/entry/client")

@@ -52,7 +52,7 @@ func TestE2E_Canary(t *testing.T) {
 	if !strings.Contains(out, "canary on c2") {
 		t.Fatalf("toolnode tool canary: %q", out)
 	}
-	if err := put9Big(n1, "t/greet", []byte(greetScript(2))); err != nil {
+	if err := put9Exec(n1, "greet", []byte(greetScript(2))); err != nil {
 		t.Fatal(err)
 	}
 	serves(n2, 2)
@@ -72,7 +72,7 @@ func TestE2E_Canary(t *testing.T) {
 	}
 
 	runCLI(t, n1.e, "", "tool", "-a", n1.e.p9, "canary", "greet", "c3")
-	if err := put9Big(n1, "t/greet", []byte(greetScript(3))); err != nil {
+	if err := put9Exec(n1, "greet", []byte(greetScript(3))); err != nil {
 		t.Fatal(err)
 	}
 	serves(n3, 3)
@@ -89,7 +89,7 @@ func TestE2E_Canary(t *testing.T) {
 	// A canary that exits 1: aborted by the cluster within 5 s of the
 	// call that makes more than half of at least 5 fail.
 	runCLI(t, n1.e, "", "tool", "-a", n1.e.p9, "canary", "greet", "c2")
-	if err := put9Big(n1, "t/greet", []byte("#!/bin/sh\necho broken >&2\nexit 1\n")); err != nil {
+	if err := put9Exec(n1, "greet", []byte("#!/bin/sh\necho broken >&2\nexit 1\n")); err != nil {
 		t.Fatal(err)
 	}
 	pollUntil(t, 5*time.Second, "c2 serving the broken canary", func() (bool, string) {

@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolnode/toolnode/internal/testcluster"
 )
 
 // cliResult is what one run of the client printed and its exit status.
@@ -87,17 +90,10 @@ func TestCLIVerbs(t *testing.T) {
 	addr := e.p9
 	idxHas := func(name string, want bool) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		testcluster.Until(t, 10*time.Second, fmt.Sprintf("t/idx lists %s: %v", name, want), func() (bool, string) {
 			idx := cliOK(t, e, "", "9p", addr, "read", "t/idx")
-			if strings.Contains("\n"+idx, "\n"+name+"\t") == want {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("t/idx after 10s: %s listed is %v, want %v:\n%s", name, !want, want, idx)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return strings.Contains("\n"+idx, "\n"+name+"\t") == want, idx
+		})
 	}
 
 	t.Run("ls", func(t *testing.T) {
@@ -160,8 +156,8 @@ func TestCLIVerbs(t *testing.T) {
 
 	t.Run("write_creates_in_t", func(t *testing.T) {
 		meta := `{"description": "made by toolnode 9p write"}` + "\n"
-		cliOK(t, e, meta, "9p", addr, "write", "t/cli_hello.meta")
 		cliOK(t, e, "#!/bin/sh\necho hello from cli_hello\n", "9p", addr, "write", "t/cli_hello")
+		cliOK(t, e, meta, "9p", addr, "write", "t/cli_hello.meta")
 		idxHas("cli_hello", true)
 		if got := cliOK(t, e, "", "9p", addr, "read", "t/cli_hello.meta"); got != meta {
 			t.Errorf("read t/cli_hello.meta = %q, want %q", got, meta)

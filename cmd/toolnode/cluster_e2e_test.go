@@ -36,6 +36,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/toolnode/toolnode/examples"
+	"github.com/toolnode/toolnode/internal/testcluster"
 	"github.com/toolnode/toolnode/internal/testport"
 )
 
@@ -272,18 +273,7 @@ func mustRead9(t *testing.T, n *cnode, path string) string {
 // the test fails with what check last said.
 func pollUntil(t *testing.T, d time.Duration, what string, check func() (bool, string)) time.Duration {
 	t.Helper()
-	start := time.Now()
-	deadline := start.Add(d)
-	for {
-		ok, state := check()
-		if ok {
-			return time.Since(start)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v; last seen:\n%s", what, d, state)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return testcluster.Until(t, d, what, check)
 }
 
 // ---- what the nodes say about the cluster
@@ -687,7 +677,7 @@ func TestE2E_Cluster_GossipKey(t *testing.T) {
 				t.Fatalf("%s: cluster/members with intruders about:\n%s\nwant only k1 and k2, alive", n.name, text)
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // a window watched on purpose: no intruder may show up in it
 	}
 	if l := k1.p.log.String(); !strings.Contains(l, "decrypt") && !strings.Contains(l, "not encrypted") {
 		t.Errorf("k1's log does not say it refused gossip it could not decrypt:\n%s", l)
@@ -1152,7 +1142,7 @@ func (c *lzClient) run(stop <-chan struct{}) {
 					Call: call, Output: lzOutput{set: lzSet(c.id, s)}, Return: ret})
 			}
 		}
-		time.Sleep(time.Duration(40+c.rnd.IntN(40)) * time.Millisecond)
+		time.Sleep(time.Duration(40+c.rnd.IntN(40)) * time.Millisecond) // pacing the client's load
 	}
 }
 
@@ -1202,7 +1192,9 @@ func TestE2E_Cluster_Linearizable(t *testing.T) {
 	clients, halt := startLzClients(nodes, base)
 	defer halt()
 
-	// Kill the leader twice, bringing it back each time.
+	// Kill the leader twice, bringing it back each time. The sleeps are
+	// windows of the clients' load on purpose: before a kill, while the
+	// leader is down, after its return.
 	time.Sleep(1500 * time.Millisecond)
 	for round := 1; round <= 2; round++ {
 		leader := currentLeader(t, nodes)

@@ -23,12 +23,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -36,6 +34,7 @@ import (
 	"9fans.net/go/plan9/client"
 
 	"github.com/toolnode/toolnode/examples"
+	"github.com/toolnode/toolnode/internal/testcluster"
 	"github.com/toolnode/toolnode/internal/testport"
 )
 
@@ -65,47 +64,17 @@ func runTests(m *testing.M) int {
 	return m.Run()
 }
 
-// raceEnabled reports whether this test binary was built with -race, so
-// the node under test is built the same way.
-func raceEnabled() bool {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return false
-	}
-	for _, s := range bi.Settings {
-		if s.Key == "-race" {
-			return s.Value == "true"
-		}
-	}
-	return false
-}
-
-func goTool() string {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	return filepath.Join(runtime.GOROOT(), "bin", "go")
-}
+// raceEnabled and goTool build the node under test as this test binary
+// is built.
+var (
+	raceEnabled = testcluster.RaceEnabled
+	goTool      = testcluster.GoTool
+)
 
 // ---- the node process
 
 // syncBuffer collects a process's output; it is read while written.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer = testcluster.Buffer
 
 // env is one node's directories and addresses; it survives restarts.
 type env struct {
@@ -212,11 +181,14 @@ func (e *env) dataHome(t *testing.T) string {
 	return dir
 }
 
+// proc is a running node, or another process of a test: testcluster's
+// Proc, with the names the tests of this package use.
 type proc struct {
+	*testcluster.Proc
 	cmd     *exec.Cmd
 	log     *syncBuffer
 	done    chan struct{} // closed when the process has exited
-	waitErr error
+	waitErr error         // set before done is closed
 }
 
 // spawn starts the binary as node name on e's directories and ports, with
@@ -236,28 +208,12 @@ func (e *env) spawn(t *testing.T, name string, environ []string, extra ...string
 // shown if the test failed.
 func startCmd(t *testing.T, label string, cmd *exec.Cmd, environ []string) *proc {
 	t.Helper()
-	p := &proc{cmd: cmd, log: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd.Env = environ
-	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	p.cmd.WaitDelay = 5 * time.Second // a leftover child holding the output must not hold us
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	tp := testcluster.StartT(t, label, cmd, environ)
+	p := &proc{Proc: tp, cmd: tp.Cmd, log: tp.Log, done: make(chan struct{})}
 	go func() {
-		p.waitErr = p.cmd.Wait()
+		p.waitErr = tp.Err()
 		close(p.done)
 	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			p.cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("log of %s (pid %d):\n%s", label, p.cmd.Process.Pid, p.log.String())
-		}
-	})
 	return p
 }
 
@@ -266,40 +222,39 @@ func (e *env) start(t *testing.T) *proc {
 	t.Helper()
 	p := e.spawn(t, "e2e", e.childEnv())
 	start := time.Now()
-	deadline := start.Add(60 * time.Second)
-	for {
-		select {
-		case <-p.done:
-			t.Fatalf("the node exited while starting (%v); log:\n%s", p.waitErr, p.log.String())
-		default:
-		}
-		c, err := net.DialTimeout("tcp", e.p9, time.Second)
-		if err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the node's 9P port %s did not answer within 60s: %v", e.p9, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitPort(t, p, e.p9)
 	t.Logf("node up in %v", time.Since(start).Round(time.Millisecond))
 	return p
 }
 
-// stop sends SIGTERM and checks a clean exit.
+// waitPort waits until the node p answers on its 9P port addr, and fails
+// the test when it exits first or 60s pass.
+func waitPort(t *testing.T, p *proc, addr string) {
+	t.Helper()
+	var err error
+	up := testcluster.Poll(60*time.Second, func() bool {
+		if p.Exited() {
+			t.Fatalf("the node exited while starting (%v); log:\n%s", p.Err(), p.log.String())
+		}
+		var c net.Conn
+		if c, err = net.DialTimeout("tcp", addr, time.Second); err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	if !up {
+		t.Fatalf("the node's 9P port %s did not answer within 60s: %v", addr, err)
+	}
+}
+
+// stop sends SIGTERM, then SIGKILL after 40s, and checks a clean exit.
 func (p *proc) stop(t *testing.T) {
 	t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-p.done:
-	case <-time.After(40 * time.Second):
-		t.Fatal("the node did not exit within 40s of SIGTERM")
+	if !p.Stop(40 * time.Second) {
+		t.Fatal("the node did not exit within 40s of SIGTERM; killed")
 	}
 	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
-		t.Fatalf("the node exited with status %d (%v), want 0", code, p.waitErr)
+		t.Fatalf("the node exited with status %d (%v), want 0", code, p.Err())
 	}
 	if !strings.Contains(p.log.String(), "shutting down") {
 		t.Fatalf("the node's log does not say it is shutting down:\n%s", p.log.String())
@@ -310,22 +265,11 @@ func (p *proc) stop(t *testing.T) {
 // the substrings.
 func (p *proc) waitLog(t *testing.T, d time.Duration, subs ...string) string {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		for _, line := range strings.Split(p.log.String(), "\n") {
-			ok := true
-			for _, s := range subs {
-				ok = ok && strings.Contains(line, s)
-			}
-			if ok {
-				return line
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no log line with %q within %v", subs, d)
-		}
-		time.Sleep(20 * time.Millisecond)
+	line, err := p.WaitLog(d, subs...)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return line
 }
 
 // ---- credentials: the cluster's admin token, where its user finds it
@@ -407,16 +351,17 @@ func tokenOf(addr string) string {
 // waitToken polls until the admin token of addr's cluster is written.
 func waitToken(t testing.TB, addr string) string {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if s := tokenOf(addr); s != "" {
-			return s
+	var s string
+	testcluster.Eventually(t, 60*time.Second, func() bool {
+		if s = tokenOf(addr); s != "" {
+			return true
 		}
-		if v, ok := homes.Load(addr); !ok || v.(*env).tokenless || time.Now().After(deadline) {
+		if v, ok := homes.Load(addr); !ok || v.(*env).tokenless {
 			t.Fatalf("no admin token for the node at %s", addr)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false
+	}, "the admin token for the node at %s is written", addr)
+	return s
 }
 
 // ---- 9P helpers
@@ -424,112 +369,19 @@ func waitToken(t testing.TB, addr string) string {
 // attach9 attaches to the node at addr with its cluster's admin token.
 func attach9(t testing.TB, addr string) *client.Fsys {
 	t.Helper()
-	token := waitToken(t, addr)
-	c, err := client.Dial("tcp", addr)
-	if err != nil {
-		t.Fatalf("dial %s: %v", addr, err)
-	}
-	fsys, err := c.Attach(nil, "e2e", token)
-	if err != nil {
-		c.Close()
-		t.Fatalf("attach %s: %v", addr, err)
-	}
-	t.Cleanup(func() { fsys.Close() })
-	return fsys
+	return testcluster.Attach(t, addr, "e2e", waitToken(t, addr))
 }
 
-// readAll reads a fid from offset 0 to the end, at explicit offsets.
-func readAll(fid *client.Fid) ([]byte, error) {
-	var out []byte
-	buf := make([]byte, 8192)
-	for {
-		n, err := fid.ReadAt(buf, int64(len(out)))
-		out = append(out, buf[:n]...)
-		if err == io.EOF {
-			return out, nil
-		}
-		if err != nil {
-			return out, err
-		}
-	}
-}
-
-func readErr(fsys *client.Fsys, path string) (string, error) {
-	fid, err := fsys.Open(path, plan9.OREAD)
-	if err != nil {
-		return "", err
-	}
-	defer fid.Close()
-	b, err := readAll(fid)
-	return string(b), err
-}
-
-func cat(t testing.TB, fsys *client.Fsys, path string) string {
-	t.Helper()
-	s, err := readErr(fsys, path)
-	if err != nil {
-		t.Fatalf("read %s: %v", path, err)
-	}
-	return s
-}
-
-// ask writes a request at offset 0 of a fid opened for reading and
-// writing and reads the answer on the same fid, as 9p rdwr does.
-func ask(fsys *client.Fsys, path, req string) (string, error) {
-	fid, err := fsys.Open(path, plan9.ORDWR)
-	if err != nil {
-		return "", err
-	}
-	defer fid.Close()
-	if _, err := fid.WriteAt([]byte(req), 0); err != nil {
-		return "", err
-	}
-	b, err := readAll(fid)
-	return string(b), err
-}
-
-func mustAsk(t testing.TB, fsys *client.Fsys, path, req string) string {
-	t.Helper()
-	s, err := ask(fsys, path, req)
-	if err != nil {
-		t.Fatalf("%s <- %q: %v", path, req, err)
-	}
-	return s
-}
-
-// askFails checks that a request is a 9P error whose text has every
-// substring.
-func askFails(t testing.TB, fsys *client.Fsys, path, req string, subs ...string) {
-	t.Helper()
-	out, err := ask(fsys, path, req)
-	if err == nil {
-		t.Fatalf("%s <- %q: succeeded with %q, want an error", path, req, out)
-	}
-	for _, s := range subs {
-		if !strings.Contains(err.Error(), s) {
-			t.Errorf("%s <- %q: error %q does not say %q", path, req, err, s)
-		}
-	}
-}
-
-func lsDir(t testing.TB, fsys *client.Fsys, path string) []string {
-	t.Helper()
-	fid, err := fsys.Open(path, plan9.OREAD)
-	if err != nil {
-		t.Fatalf("open %s: %v", path, err)
-	}
-	defer fid.Close()
-	dirs, err := fid.Dirreadall()
-	if err != nil {
-		t.Fatalf("list %s: %v", path, err)
-	}
-	var names []string
-	for _, d := range dirs {
-		names = append(names, d.Name)
-	}
-	sort.Strings(names)
-	return names
-}
+// The 9P helpers of this package's tests are testcluster's.
+var (
+	readAll  = testcluster.ReadAll
+	readErr  = testcluster.ReadErr
+	cat      = testcluster.Cat
+	ask      = testcluster.Ask
+	mustAsk  = testcluster.MustAsk
+	askFails = testcluster.AskFails
+	lsDir    = testcluster.Ls
+)
 
 func lines(s string) []string {
 	return strings.Split(strings.TrimSuffix(s, "\n"), "\n")
@@ -1396,16 +1248,7 @@ func (s *suite) testCli(t *testing.T) {
 
 func pollIdx(t *testing.T, fsys *client.Fsys, d time.Duration, ok func(string) bool) bool {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		if ok(cat(t, fsys, "t/idx")) {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	return testcluster.Poll(d, func() bool { return ok(cat(t, fsys, "t/idx")) })
 }
 
 // badInput sends frames no 9P client sends and checks the node drops the

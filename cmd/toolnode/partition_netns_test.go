@@ -306,7 +306,7 @@ func TestE2E_Partition_LeaderCutOff(t *testing.T) {
 	clients, halt := startLzClients(nodes, base)
 	defer halt()
 
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // writes on a whole cluster, on purpose, before the cut
 	leader := currentLeader(t, nodes)
 	var cut *nsNode
 	for _, h := range hosts {
@@ -322,7 +322,7 @@ func TestE2E_Partition_LeaderCutOff(t *testing.T) {
 		l := currentLeaderNow(rest)
 		return l != "" && l != leader.name, "leader " + l
 	})
-	time.Sleep(time.Until(base.Add(2*time.Second + cutFor)))
+	time.Sleep(time.Until(base.Add(2*time.Second + cutFor))) // the cut lasts cutFor on purpose
 	lab.cut(cut.suffix, false)
 	healed := time.Now()
 	t.Logf("healed at %v", time.Since(base).Round(time.Millisecond))
@@ -334,7 +334,7 @@ func TestE2E_Partition_LeaderCutOff(t *testing.T) {
 				t.Fatalf("control: gossip healed %v after the network without reconnecting; the control shows nothing:\n%s",
 					time.Since(healed).Round(time.Millisecond), state)
 			}
-			time.Sleep(200 * time.Millisecond)
+			time.Sleep(200 * time.Millisecond) // the control watches a window in which nothing may heal
 		}
 		t.Logf("FIGURE control: gossip has not healed %v after the network (reconnecting off)", time.Since(healed).Round(time.Second))
 		return
@@ -363,7 +363,7 @@ func TestE2E_Partition_LeaderCutOff(t *testing.T) {
 	if gossipAt > healWithin || raftAt > healWithin {
 		t.Errorf("gossip agreed %v and Raft %v after the heal; want both within %v", gossipAt, raftAt, healWithin)
 	}
-	time.Sleep(2 * time.Second) // writes after the heal
+	time.Sleep(2 * time.Second) // writes after the heal, on purpose, before the check
 	halt()
 
 	var final string

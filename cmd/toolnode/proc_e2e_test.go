@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/toolnode/toolnode/internal/testcluster"
 )
 
 // orphanScript is a tool that starts a process which leaves its session
@@ -40,19 +42,14 @@ func alive(pid int) bool {
 func orphanPid(t *testing.T, cwd string) int {
 	t.Helper()
 	var pid int
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testcluster.Eventually(t, 10*time.Second, func() bool {
 		data, err := os.ReadFile(filepath.Join(cwd, "orphan"))
 		if err == nil {
-			if pid, err = strconv.Atoi(strings.TrimSpace(string(data))); err == nil && pid > 0 {
-				return pid
-			}
+			pid, err = strconv.Atoi(strings.TrimSpace(string(data)))
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the tool wrote no orphan pid")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err == nil && pid > 0
+	}, "the tool writes its orphan's pid")
+	return pid
 }
 
 // TestEndToEnd_NoOrphans runs a tool that leaves a setsid, double-forked
@@ -101,7 +98,7 @@ func TestEndToEnd_NoOrphans(t *testing.T) {
 				}
 				pid := orphanPid(t, e.cwd)
 				if tc.wantOrphan {
-					time.Sleep(300 * time.Millisecond)
+					time.Sleep(300 * time.Millisecond) // the control: the orphan outlives this window without the protection
 					survived := alive(pid)
 					_ = syscall.Kill(pid, syscall.SIGKILL)
 					if !survived {
@@ -109,13 +106,9 @@ func TestEndToEnd_NoOrphans(t *testing.T) {
 					}
 					continue
 				}
-				deadline := time.Now().Add(5 * time.Second)
-				for alive(pid) {
-					if time.Now().After(deadline) {
-						_ = syscall.Kill(pid, syscall.SIGKILL)
-						t.Fatalf("%s: the orphan %d outlived the call", end, pid)
-					}
-					time.Sleep(10 * time.Millisecond)
+				if !testcluster.Poll(5*time.Second, func() bool { return !alive(pid) }) {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+					t.Fatalf("%s: the orphan %d outlived the call", end, pid)
 				}
 			}
 

@@ -201,9 +201,9 @@ func publishReport(name string, before, after [][]string) string {
 		nums[i] = l[0]
 	}
 	last := made[len(made)-1]
-	// Without a signature to stage the executable by, its close and the
-	// metadata's are a version each.
-	return fmt.Sprintf("%s: versions %s (the executable, then the metadata); version %s is %s%s", name, strings.Join(nums, " and "), last[0], last[1], signedBy(last))
+	// The executable and the metadata are one version; more are other
+	// publishes of the tool that landed in between.
+	return fmt.Sprintf("%s: versions %s; version %s is %s%s", name, strings.Join(nums, " and "), last[0], last[1], signedBy(last))
 }
 
 // signedBy names an idx line's signer, if it has one.

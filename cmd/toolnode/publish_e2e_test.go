@@ -16,7 +16,8 @@ import (
 // a missing file are refused with the cause and nothing changes; once
 // toolnode trust add has trusted a key made by ssh-keygen, an unsigned
 // publish is refused (the control: the same command passed with no key
-// trusted) and publish -key passes, a changed .meta and executable
+// trusted) as is one signed by an untrusted key (the control: it
+// passed before) and publish -key passes, a changed .meta and executable
 // making one version, a changed executable alone one more.
 func TestE2E_Publish(t *testing.T) {
 	t.Parallel()
@@ -63,15 +64,18 @@ func TestE2E_Publish(t *testing.T) {
 	if idx[0][4] != sha256Hex(greetScript(1)) || idx[0][5] != "-" {
 		t.Fatalf("version 1: %q", idx[0])
 	}
+	// The control for the untrusted publish below: signed by a key no
+	// one trusts, it passes while no key is trusted.
+	bob := sshKeygen(t, dir, "bob")
 	put(2, 1)
-	if out := published(meta, exe); out != "pubtool: version 2, live\n" {
+	if out := published("-key", bob, meta, exe); out != "pubtool: version 2, live\n" {
 		t.Fatalf("publish of a changed .meta: %q", out)
 	}
 	idxIs("2 live", "1 old")
 	if s := mustRead9(t, n, "v/pubtool/2.meta"); s != metaN(2) {
 		t.Fatalf("v/pubtool/2.meta = %q", s)
 	}
-	if out := published(meta, exe); out != "pubtool: no new version: identical to the live one (version 2)\n" {
+	if out := published("-key", bob, meta, exe); out != "pubtool: no new version: identical to the live one (version 2)\n" {
 		t.Fatalf("identical publish: %q", out)
 	}
 	idxIs("2 live", "1 old")
@@ -102,6 +106,11 @@ func TestE2E_Publish(t *testing.T) {
 	idxIs("2 live", "1 old")
 	pollUntil(t, 5*time.Second, "the node's log line for the unsigned publish", func() (bool, string) {
 		return strings.Contains(n.p.log.String(), "refused the publish of pubtool by admin-p1: permission denied: unsigned"), ""
+	})
+	refused("which is not a trusted key", "-key", bob, meta, exe)
+	idxIs("2 live", "1 old")
+	pollUntil(t, 5*time.Second, "the node's log line for the untrusted publish", func() (bool, string) {
+		return strings.Contains(n.p.log.String(), "refused the publish of pubtool by admin-p1: permission denied: signature by SHA256:"), ""
 	})
 	if out := published("-key", alice, meta, exe); out != "pubtool: version 3, live, signed by alice\n" {
 		t.Fatalf("signed publish of a new .meta and executable: %q", out)

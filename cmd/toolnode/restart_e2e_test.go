@@ -227,13 +227,13 @@ func TestE2E_Restart_ChurnLinearizable(t *testing.T) {
 		n := nodes[rand.IntN(len(nodes))]
 		way := restartWays[rand.IntN(len(restartWays))]
 		n.stopAs(t, way)
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // the node stays down a while on purpose: the clients see it gone
 		n.launch(t)
 		n.waitServing(t, 30*time.Second)
 		restarts++
 		// One node at a time: the next stops once all three are voters.
 		waitFormed(t, 30*time.Second, nodes...)
-		time.Sleep(2 * time.Second)
+		time.Sleep(2 * time.Second) // the clients run on a whole cluster a while on purpose
 	}
 	halt()
 	t.Logf("FIGURE %d restarts in %v", restarts, time.Since(base).Round(time.Second))

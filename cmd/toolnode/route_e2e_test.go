@@ -28,6 +28,7 @@ import (
 	"9fans.net/go/plan9"
 	"9fans.net/go/plan9/client"
 
+	"github.com/toolnode/toolnode/internal/testcluster"
 	"github.com/toolnode/toolnode/internal/testport"
 )
 
@@ -179,17 +180,7 @@ func rtShared(n *rtNode) string { return n.e.cwd }
 // it took.
 func rtPoll(t testing.TB, d time.Duration, what string, cond func() (bool, string)) time.Duration {
 	t.Helper()
-	start := time.Now()
-	for {
-		ok, seen := cond()
-		if ok {
-			return time.Since(start)
-		}
-		if time.Since(start) > d {
-			t.Fatalf("%s: not so within %v; last seen: %s", what, d, seen)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return testcluster.Until(t, d, what, cond)
 }
 
 // rtWhere asks cluster/where for the nodes that can run tool.
@@ -659,13 +650,8 @@ func TestRouteRunnerKilledMidCall(t *testing.T) {
 	}
 	// The tool does not outlive its node: the kernel kills it with the
 	// thread that started it.
-	deadline := time.Now().Add(5 * time.Second)
-	for rtAliveSleep(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the tool's process (pid %d) outlives its SIGKILLed node", pid)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testcluster.Eventually(t, 5*time.Second, func() bool { return !rtAliveSleep(pid) },
+		"the tool's process (pid %d) is gone with its SIGKILLed node", pid)
 
 	// The next calls go to the survivor.
 	for range 3 {

@@ -11,12 +11,13 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolnode/toolnode/internal/testcluster"
 )
 
 // startWith runs a node on e with environ and extra flags, and waits
@@ -24,23 +25,8 @@ import (
 func (e *env) startWith(t *testing.T, environ []string, extra ...string) *proc {
 	t.Helper()
 	p := e.spawn(t, "e2e", environ, extra...)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		select {
-		case <-p.done:
-			t.Fatalf("the node exited while starting (%v); log:\n%s", p.waitErr, p.log.String())
-		default:
-		}
-		c, err := net.DialTimeout("tcp", e.p9, time.Second)
-		if err == nil {
-			c.Close()
-			return p
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the node's 9P port %s did not answer within 60s: %v", e.p9, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitPort(t, p, e.p9)
+	return p
 }
 
 // sandboxProbes are the probe tools: each prints what it could get, and
@@ -96,10 +82,10 @@ func TestSandboxEndToEnd(t *testing.T) {
 			mustAsk(t, fsys, "session/probe/agent/new", "name=p")
 			const agent = "session/probe/agent/p/"
 			// A published executable, materialised in the data directory.
-			if err := rtPut(fsys, "t/pub.meta", 0o644, `{"description":"published"}`); err != nil {
+			if err := rtPut(fsys, "t/pub", 0o755, "#!/bin/sh\necho published\n"); err != nil {
 				t.Fatal(err)
 			}
-			if err := rtPut(fsys, "t/pub", 0o755, "#!/bin/sh\necho published\n"); err != nil {
+			if err := rtPut(fsys, "t/pub.meta", 0o644, `{"description":"published"}`); err != nil {
 				t.Fatal(err)
 			}
 			tools := []string{"pub"}
@@ -108,18 +94,11 @@ func TestSandboxEndToEnd(t *testing.T) {
 			}
 			// The probes are published from the tools directory shortly
 			// after the start.
-			deadline := time.Now().Add(30 * time.Second)
 			for _, tool := range tools {
-				for {
+				testcluster.Until(t, 30*time.Second, "tool_load "+tool, func() (bool, string) {
 					_, err := ask(fsys, agent+"ctl", "tool_load "+tool)
-					if err == nil {
-						break
-					}
-					if time.Now().After(deadline) {
-						t.Fatalf("tool_load %s: %v", tool, err)
-					}
-					time.Sleep(50 * time.Millisecond)
-				}
+					return err == nil, fmt.Sprint(err)
+				})
 			}
 			if got := mustAsk(t, fsys, agent+"call", "pub {}"); got != "published\n" {
 				t.Fatalf("pub = %q", got)

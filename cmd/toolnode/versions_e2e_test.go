@@ -68,7 +68,7 @@ func TestE2E_Versions(t *testing.T) {
 	})
 
 	// Version 2: a new executable through 9P on c2.
-	if err := put9Big(n2, "t/greet", []byte(greetScript(2))); err != nil {
+	if err := put9Exec(n2, "greet", []byte(greetScript(2))); err != nil {
 		t.Fatal(err)
 	}
 	var idx [][]string

@@ -1,4 +1,4 @@
-package node
+package calls
 
 import (
 	"errors"
@@ -8,7 +8,20 @@ import (
 	"strings"
 )
 
-// checkCwd applies the rules of DESIGN §7 to a session's working
+// CwdRules are what a session's working directory is checked against on
+// this host: the node's name (for the errors), -yolo, the node's own
+// directories and -workdirs.
+type CwdRules struct {
+	Node                         string
+	Yolo                         bool
+	DataDir, ToolsDir, AgentsDir string
+	Workdirs                     []string
+	// KernelFS turns the kernel-filesystem rule off: only the test that
+	// shows the attack the rule stops sets it.
+	KernelFS bool
+}
+
+// Check applies the rules of DESIGN §7 to a session's working
 // directory on this host, and returns it cleaned with its symbolic links
 // resolved (what the session keeps, so a link changed later cannot
 // redirect it). Every error names the rule broken:
@@ -24,57 +37,53 @@ import (
 //   - with -workdirs, it lies inside one of them.
 //
 // Under -yolo only the first rule holds: tools can write anywhere anyway.
-func (n *Node) checkCwd(cwd string) (string, error) {
+func (r CwdRules) Check(cwd string) (string, error) {
 	if !filepath.IsAbs(cwd) {
 		return "", fmt.Errorf("cwd %q is not an absolute path", cwd)
 	}
 	real, err := filepath.EvalSymlinks(cwd)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return "", fmt.Errorf("cwd %q does not exist on node %s", cwd, n.cfg.Name)
+		return "", fmt.Errorf("cwd %q does not exist on node %s", cwd, r.Node)
 	case err != nil:
-		return "", fmt.Errorf("cwd %q cannot be resolved on node %s: %v", cwd, n.cfg.Name, err)
+		return "", fmt.Errorf("cwd %q cannot be resolved on node %s: %v", cwd, r.Node, err)
 	}
 	if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
 		return "", fmt.Errorf("cwd %q is not a directory", cwd)
 	}
-	if n.cfg.Yolo {
+	if r.Yolo {
 		return real, nil
 	}
 	if real == "/" {
 		return "", fmt.Errorf("cwd %q is the root directory: a session's tools could write anywhere; give a project directory", cwd)
 	}
-	if fs := kernelDir(real); fs != "" && refuseKernelFS {
+	if fs := kernelDir(real); fs != "" && !r.KernelFS {
 		return "", fmt.Errorf("cwd %q is on the kernel's %s filesystem: its files are kernel interfaces a tool must not write; give a project directory", cwd, fs)
 	}
 	for _, d := range []struct{ what, dir string }{
-		{"data", n.cfg.DataDir}, {"tools", n.cfg.ToolsDir}, {"agents", n.cfg.AgentsDir},
+		{"data", r.DataDir}, {"tools", r.ToolsDir}, {"agents", r.AgentsDir},
 	} {
 		if d.dir == "" {
 			continue
 		}
 		dir := resolve(d.dir)
 		switch {
-		case within(real, dir):
+		case Within(real, dir):
 			return "", fmt.Errorf("cwd %q is inside the node's %s directory %s: a session must not write there", cwd, d.what, d.dir)
-		case within(dir, real):
+		case Within(dir, real):
 			return "", fmt.Errorf("cwd %q contains the node's %s directory %s: a session must not write there", cwd, d.what, d.dir)
 		}
 	}
-	if len(n.cfg.Workdirs) == 0 {
+	if len(r.Workdirs) == 0 {
 		return real, nil
 	}
-	for _, w := range n.cfg.Workdirs {
-		if within(real, resolve(w)) {
+	for _, w := range r.Workdirs {
+		if Within(real, resolve(w)) {
 			return real, nil
 		}
 	}
-	return "", fmt.Errorf("cwd %q is outside the node's -workdirs (%s)", cwd, strings.Join(n.cfg.Workdirs, ", "))
+	return "", fmt.Errorf("cwd %q is outside the node's -workdirs (%s)", cwd, strings.Join(r.Workdirs, ", "))
 }
-
-// refuseKernelFS is the kernel-filesystem rule, off only in the test
-// that shows the attack it stops.
-var refuseKernelFS = true
 
 // kernelDirs are the usual mount points of the kernel's filesystems,
 // refused by path even where their type cannot be told. /dev/shm is an
@@ -86,11 +95,11 @@ var kernelDirs = []struct{ dir, fs string }{
 // kernelDir names the kernel filesystem dir (clean, resolved) lies on, or
 // "" when it lies on none.
 func kernelDir(dir string) string {
-	if within(dir, "/dev/shm") {
+	if Within(dir, "/dev/shm") {
 		return ""
 	}
 	for _, k := range kernelDirs {
-		if within(dir, k.dir) {
+		if Within(dir, k.dir) {
 			return k.fs
 		}
 	}
@@ -106,9 +115,9 @@ func resolve(dir string) string {
 	return filepath.Clean(dir)
 }
 
-// within reports whether path is dir or lies under it; both are clean and
+// Within reports whether path is dir or lies under it; both are clean and
 // absolute.
-func within(path, dir string) bool {
+func Within(path, dir string) bool {
 	if dir == "/" {
 		return true
 	}

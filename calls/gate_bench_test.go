@@ -1,4 +1,4 @@
-package node
+package calls
 
 import (
 	"context"
@@ -18,13 +18,13 @@ func BenchmarkCallGate(b *testing.B) {
 		}
 	})
 	b.Run("queue", func(b *testing.B) {
-		q := newCallQueue(8, 10*time.Second)
+		q := NewQueue(8, 10*time.Second)
 		ctx := context.Background()
 		for b.Loop() {
-			if err := q.acquire(ctx); err != nil {
+			if err := q.Acquire(ctx); err != nil {
 				b.Fatal(err)
 			}
-			q.release()
+			q.Release()
 		}
 	})
 	b.Run("cwd", func(b *testing.B) {
@@ -33,10 +33,10 @@ func BenchmarkCallGate(b *testing.B) {
 		if err := os.MkdirAll(work, 0o755); err != nil {
 			b.Fatal(err)
 		}
-		n := &Node{cfg: Config{Name: "n1", DataDir: filepath.Join(root, "data"),
-			ToolsDir: filepath.Join(root, "tools"), AgentsDir: filepath.Join(root, "agents")}}
+		r := CwdRules{Node: "n1", DataDir: filepath.Join(root, "data"),
+			ToolsDir: filepath.Join(root, "tools"), AgentsDir: filepath.Join(root, "agents")}
 		for b.Loop() {
-			if _, err := n.checkCwd(work); err != nil {
+			if _, err := r.Check(work); err != nil {
 				b.Fatal(err)
 			}
 		}

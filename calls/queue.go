@@ -1,4 +1,4 @@
-package node
+package calls
 
 import (
 	"context"
@@ -12,15 +12,15 @@ import (
 // runs -max-calls calls already (less when the call timeout is shorter).
 const MaxCallWait = 10 * time.Second
 
-// errBusy is the error of a call that waited in vain.
-var errBusy = errors.New("node busy")
+// ErrBusy is the error of a call that waited in vain.
+var ErrBusy = errors.New("node busy")
 
-// callQueue bounds the calls a node runs at once. A call beyond the bound
+// Queue bounds the calls a node runs at once. A call beyond the bound
 // waits in a first-come, first-served queue, up to a bound, and then fails
 // saying the node is busy; a waiting call whose context ends (Tflush, a
 // closed connection) leaves the queue at once. Slots are handed over
 // directly to the first waiter, so a newcomer can never overtake it.
-type callQueue struct {
+type Queue struct {
 	max  int
 	wait time.Duration
 
@@ -29,12 +29,13 @@ type callQueue struct {
 	waiters []chan struct{} // closed when the slot is theirs
 }
 
-func newCallQueue(max int, wait time.Duration) *callQueue {
-	return &callQueue{max: max, wait: wait}
+// NewQueue is a queue of max slots whose waiters wait up to wait.
+func NewQueue(max int, wait time.Duration) *Queue {
+	return &Queue{max: max, wait: wait}
 }
 
-// acquire waits for a slot; release must be called once when it returns nil.
-func (q *callQueue) acquire(ctx context.Context) error {
+// Acquire waits for a slot; Release must be called once when it returns nil.
+func (q *Queue) Acquire(ctx context.Context) error {
 	q.mu.Lock()
 	if q.running < q.max && len(q.waiters) == 0 {
 		q.running++
@@ -54,7 +55,7 @@ func (q *callQueue) acquire(ctx context.Context) error {
 	case <-ctx.Done():
 		err = ctx.Err()
 	case <-timer.C:
-		err = fmt.Errorf("%w: %d calls running, %d more waiting; waited %s, try again", errBusy, q.max, q.queued(), q.wait)
+		err = fmt.Errorf("%w: %d calls running, %d more waiting; waited %s, try again", ErrBusy, q.max, q.Queued(), q.wait)
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -69,20 +70,21 @@ func (q *callQueue) acquire(ctx context.Context) error {
 	return err
 }
 
-func (q *callQueue) queued() int {
+// Queued is how many calls wait for a slot.
+func (q *Queue) Queued() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.waiters)
 }
 
-// release frees a slot, handing it to the first waiter if there is one.
-func (q *callQueue) release() {
+// Release frees a slot, handing it to the first waiter if there is one.
+func (q *Queue) Release() {
 	q.mu.Lock()
 	q.releaseLocked()
 	q.mu.Unlock()
 }
 
-func (q *callQueue) releaseLocked() {
+func (q *Queue) releaseLocked() {
 	if len(q.waiters) > 0 {
 		w := q.waiters[0]
 		q.waiters = q.waiters[1:]

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package node
+package calls
 
 // kernelFSOf is Linux's alone: elsewhere only the paths of kernelDirs are
 // refused.

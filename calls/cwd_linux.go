@@ -1,4 +1,4 @@
-package node
+package calls
 
 import (
 	"golang.org/x/sys/unix"
