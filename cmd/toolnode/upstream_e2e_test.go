@@ -71,8 +71,9 @@ func TestUpstreamServer(t *testing.T) {
 	bin := upBuildEcho(t)
 	const secret = "s3cret-of-bravo-7f1e"
 	timeout := []string{"-call-timeout", "3s"}
+	mdir := t.TempDir()
 	nodes := rtCluster(t,
-		rtSpec{name: "alpha", flags: timeout},
+		rtSpec{name: "alpha", flags: append([]string{"-mcp-servers", mdir}, timeout...)},
 		rtSpec{name: "bravo", flags: timeout, env: []string{"UPHOST=1", "ECHO_KEY=" + secret}},
 		rtSpec{name: "charlie", flags: timeout},
 	)
@@ -206,6 +207,31 @@ func TestUpstreamServer(t *testing.T) {
 		}
 		rtPoll(t, 10*time.Second, "m/imported.json gone from charlie", func() (bool, string) {
 			_, err := readErr(fc, "m/imported.json")
+			return err != nil, "still there"
+		})
+	})
+
+	t.Run("dir", func(t *testing.T) {
+		def := fmt.Sprintf(`{"command": %q, "match": {"env": "NO_HOST_HAS_THIS"}}`, bin)
+		if err := os.WriteFile(filepath.Join(mdir, "fromdir.json"), []byte(def), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(mdir, "broken.json"), []byte(`{"args": []}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		rtPoll(t, 10*time.Second, "m/fromdir.json on charlie", func() (bool, string) {
+			got, err := readErr(fc, "m/fromdir.json")
+			return err == nil && got == def+"\n", fmt.Sprint(got, err)
+		})
+		a.p.waitLog(t, 10*time.Second, "broken.json not published")
+		if _, err := readErr(fc, "m/broken.json"); err == nil {
+			t.Error("a broken definition of the directory was published")
+		}
+		if err := os.Remove(filepath.Join(mdir, "fromdir.json")); err != nil {
+			t.Fatal(err)
+		}
+		rtPoll(t, 10*time.Second, "m/fromdir.json withdrawn", func() (bool, string) {
+			_, err := readErr(fc, "m/fromdir.json")
 			return err != nil, "still there"
 		})
 	})
