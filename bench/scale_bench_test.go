@@ -195,7 +195,13 @@ func runScale(b *testing.B, size int, leg string) {
 	every := max(250*time.Millisecond, time.Duration(size)*10*time.Millisecond)
 	// Uncompressed: gzipping each answer was a tenth of a node's CPU
 	// while it formed (the legs of a run pay the same either way).
-	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableCompression: true}}
+	// /readyz?verbose and /metrics need a token of role read: the admin
+	// token n1 writes when it bootstraps, which a node honours once the
+	// cluster's state has reached it (a part of its forming).
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &bearer{
+		file: filepath.Join(c.nodes[0].data, "admin.token"),
+		base: &http.Transport{DisableCompression: true},
+	}}
 	var fmu sync.Mutex
 	done := map[string]bool{}
 	startTicks := map[string]uint64{} // CPU from exec until the node formed
@@ -619,4 +625,28 @@ func rssMiB(tb testing.TB, pid int) float64 {
 		}
 	}
 	return 0
+}
+
+// bearer adds the token in file, once it exists, to every request.
+type bearer struct {
+	file  string
+	base  http.RoundTripper
+	mu    sync.Mutex
+	token string
+}
+
+func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	b.mu.Lock()
+	if b.token == "" {
+		if t, err := os.ReadFile(b.file); err == nil {
+			b.token = strings.TrimSpace(string(t))
+		}
+	}
+	token := b.token
+	b.mu.Unlock()
+	if token != "" {
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", "Bearer "+token)
+	}
+	return b.base.RoundTrip(r)
 }

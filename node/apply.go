@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -137,23 +136,17 @@ func (n *Node) applyHere(data []byte, timeout time.Duration, from string) (raftf
 // (applyHere); a refusal is logged naming from.
 func (n *Node) validate(data []byte, from string) error {
 	err := raftfsm.ValidateLimits(data, raftfsm.Limits{MaxExecSize: n.cfg.MaxExecSize})
-	if err == nil && !leaderSkipsSignatureCheck.Load() {
+	if err == nil {
 		err = n.fsm.CheckSigned(data)
 	}
 	if err == nil {
-		err = n.checkCanary(data)
+		err = n.rollout.Check(data)
 	}
 	if err != nil {
 		n.logger.Printf("refused a command from %s: %v", from, err)
 	}
 	return err
 }
-
-// leaderSkipsSignatureCheck, set only by a test, turns off the leader's
-// refusal, before it appends them, of the publishes and trust changes
-// whose signatures Apply would refuse, to show that every node's Apply
-// refuses them all the same.
-var leaderSkipsSignatureCheck atomic.Bool
 
 // propose appends a validated command to the log on this node, the
 // leader, and returns its result and log index.

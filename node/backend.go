@@ -420,10 +420,10 @@ func (n *Node) runChecked(ctx context.Context, e *catalog.Entry, c *registry.Che
 		return nil, fmt.Errorf("tool %q: %w", e.Tool.Name, err)
 	}
 	defer n.calls.Release()
-	n.procsCall(1)
-	defer n.procsCall(-1)
+	n.procs.Call(1)
+	defer n.procs.Call(-1)
 	out, err := c.Run(ctx)
-	n.noteCanaryCall(e.Tool, err)
+	n.rollout.NoteCall(e.Tool, err)
 	return out, err
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/toolnode/toolnode/p9"
+	"github.com/toolnode/toolnode/rollout"
 )
 
 // A canary node runs the canary version while another runs the live
@@ -143,7 +144,7 @@ func TestNode_CanaryAutoAbort(t *testing.T) {
 
 	// The control: a manual canary is not aborted.
 	failing(" manual", "manual")
-	deadline := time.Now().Add(3 * canaryReportEvery)
+	deadline := time.Now().Add(3 * rollout.ReportEvery)
 	for time.Now().Before(deadline) {
 		c, ok := n1.fsm.Canary("c")
 		if !ok {
@@ -158,7 +159,7 @@ func TestNode_CanaryAutoAbort(t *testing.T) {
 		t.Fatalf("the manual canary's reports: %+v", c)
 	}
 	// Two more rounds of the leader's check: still pending.
-	for end := time.Now().Add(2 * canaryReportEvery); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+	for end := time.Now().Add(2 * rollout.ReportEvery); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 		if _, ok := n1.fsm.Canary("c"); !ok {
 			t.Fatal("a manual canary was aborted")
 		}

@@ -84,7 +84,7 @@ type Config struct {
 	CredentialFiles []string
 
 	// ClientProcs, when above 0, is GOMAXPROCS while this node is a
-	// client (procs.go); a server has the runtime's default. GOMAXPROCS
+	// client (package procs); a server has the runtime's default. GOMAXPROCS
 	// is the process's: set it only where the process runs one node.
 	ClientProcs int
 
@@ -135,7 +135,7 @@ type Config struct {
 	// CommitTimeout is Raft's: how long a leader with nothing to send
 	// waits before it sends followers the commit index anyway; default
 	// DefaultCommitTimeout. After each commit the leader tells every
-	// server at once with a commit notice (notice.go), so this is the
+	// server at once with a commit notice (raftnode), so this is the
 	// fallback for a notice that was lost.
 	CommitTimeout time.Duration
 
@@ -147,7 +147,7 @@ type Config struct {
 
 // DefaultCommitTimeout is five times hashicorp/raft's own default (50 ms):
 // followers learn each commit from the leader's commit notice at once
-// (notice.go), so the idle leader's periodic AppendEntries to each
+// (raftnode), so the idle leader's periodic AppendEntries to each
 // follower is only a fallback, and at 50 ms it is half of an idle
 // leader's wake-ups (BENCHMARKS.md).
 const DefaultCommitTimeout = 250 * time.Millisecond

@@ -17,7 +17,7 @@
 // WalkSession); after each batch of commits the leader tells every
 // other server, and the follower that forwarded a write or asked for its
 // index, that the entry is committed with a commit notice, an
-// AppendEntries of its own without entries (notice.go; the broadcast is
+// AppendEntries of its own without entries (package raftnode; the broadcast is
 // left out when another entry, which tells them too, follows within
 // 2 ms), so they apply it without waiting for Raft's CommitTimeout,
 // which is only a fallback (250 ms). The leader answers a forward first,
@@ -51,7 +51,7 @@
 // -voters voters and -servers servers in all, taking nodes that ask
 // (-server) first (reconcile). With Config.ClientProcs a client runs on
 // that many processors, from the start when it joins with no Raft state,
-// and a server on the runtime's default (procs.go). It remembers the
+// and a server on the runtime's default (package procs). It remembers the
 // gossip addresses of its members in DATA/peers.json, to rejoin them
 // after a restart: at the first join at once, then at most every few
 // seconds and at stop (cluster.PeerSaves).

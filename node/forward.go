@@ -47,7 +47,7 @@ type fwdRequest struct {
 	Node  string `json:"node,omitempty"` // the forwarding node's name
 	Read  bool   `json:"read,omitempty"` // a ReadIndex: no Cmd (readindex.go)
 	// From and Addr are the Raft server ID and address the leader sends
-	// its commit notice to (notice.go), the sender's own or, on a client,
+	// its commit notice to (raftnode), the sender's own or, on a client,
 	// the server it follows; Applied the index the sender's FSM has
 	// applied. Empty: no notice.
 	From    string `json:"from,omitempty"`
@@ -106,7 +106,7 @@ func (n *Node) serveForward(c net.Conn) {
 		resp, tell := n.forwarded(req, c.RemoteAddr().String())
 		err := clusterport.WriteMsg(c, resp)
 		if tell != 0 {
-			n.tellCommitted(raft.ServerID(req.From), raft.ServerAddress(req.Addr), tell)
+			n.commits.TellCommitted(raft.ServerID(req.From), raft.ServerAddress(req.Addr), tell)
 		}
 		if err != nil {
 			return
@@ -139,7 +139,7 @@ func (n *Node) logForwardEnd(c net.Conn, err error) {
 // (it waits for it, or its next walk may); it is told once it has its
 // answer, which the notice need not delay. For load and unload its next
 // read of agent state waits, and that read's ReadIndex brings the notice.
-// Notices to one server coalesce while one is in flight (notice.go), so a
+// Notices to one server coalesce while one is in flight (raftnode), so a
 // follower whose writers keep the leader busy gets one per round trip,
 // not one per write.
 func (n *Node) forwarded(req fwdRequest, from string) (fwdResponse, uint64) {

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"time"
 
@@ -22,9 +23,9 @@ func (n *Node) watchLeadership(notify <-chan bool) {
 		Trigger:        n.reconcile,
 		Probe:          n.probeServer,
 		ClientOnly:     n.knownClientPeer,
-		OnLeading:      n.notices.leading.Store,
+		OnLeading:      n.commits.SetLeading,
 		BarrierTimeout: applyTimeout,
-		TermStart:      n.setKeepVersions,
+		TermStart:      func(ctx context.Context) { n.rollout.SetKeepVersions(ctx, n.cfg.KeepVersions) },
 		Logf:           n.logger.Printf,
 		Warnf:          n.warnf,
 	}).Watch(n.ctx, notify)

@@ -45,7 +45,7 @@ func (n *Node) raftLogger() hclog.Logger {
 			case logx.RaftStartNoise(msg, args):
 				return slog.LevelInfo
 			case msg == "failed to get previous log" && logx.ArgUint(args, "previous-index") <= n.ri.expect.Load():
-				// A commit notice that came before its entry (notice.go):
+				// A commit notice that came before its entry (raftnode):
 				// refused, and sent again.
 				return slog.LevelDebug
 			}

@@ -27,9 +27,12 @@ import (
 	"github.com/toolnode/toolnode/mcpserve"
 	"github.com/toolnode/toolnode/metrics"
 	"github.com/toolnode/toolnode/p9"
+	"github.com/toolnode/toolnode/procs"
 	"github.com/toolnode/toolnode/raftfsm"
 	"github.com/toolnode/toolnode/raftlog"
+	"github.com/toolnode/toolnode/raftnode"
 	"github.com/toolnode/toolnode/registry"
+	"github.com/toolnode/toolnode/rollout"
 	"github.com/toolnode/toolnode/sandbox"
 	"github.com/toolnode/toolnode/signing"
 )
@@ -64,12 +67,11 @@ type Node struct {
 	lim       clusterport.Limits // the cluster port's deadlines
 	fwd       clusterport.Pool   // forwarded writes, per leader address
 	callConns clusterport.Pool   // routed calls, per node address
-	nudge     nudger             // retry.go
-	notices   commitNotices      // notice.go
+	commits   *raftnode.Notices  // the leader's commit notices
 	ri        readIndex          // readindex.go
 	route     router
-	rep       replica // servers and clients (replica.go)
-	procs     procs   // a client's GOMAXPROCS (procs.go)
+	rep       replica      // servers and clients (replica.go)
+	procs     *procs.Procs // a client's GOMAXPROCS
 
 	// clientPeers: cluster addresses whose certificate was a client
 	// node's when last dialled (address → time.Time), leader.go.
@@ -92,9 +94,9 @@ type Node struct {
 	dirSigner *signing.Signer
 	events    *p9.EventRing
 	runner    *registry.Runner
-	sandbox   string       // how tools are run, for the node file
-	calls     *calls.Queue // -max-calls
-	tally     canaryTally
+	sandbox   string           // how tools are run, for the node file
+	calls     *calls.Queue     // -max-calls
+	rollout   *rollout.Service // v/ and canaries
 	digests   sandbox.DigestCache
 	blobs     *blobs.Service // the executables' store, fetches and collection
 
@@ -139,7 +141,14 @@ func New(cfg Config) (n *Node, err error) {
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.steps = newStartSteps(cfg.Logger)
+	n.procs = procs.New(n.ctx, cfg.ClientProcs, n.logger.Printf)
 	n.events = p9.NewEventRing(4096)
+	n.commits = raftnode.New(n.ctx, raftnode.Config{
+		Self:      raft.ServerID(cfg.Name),
+		Raft:      n.raftNode,
+		Transport: func() raft.Transport { return n.transport },
+		Logs:      func() raft.LogStore { return n.logs },
+	})
 	if cfg.MetricsAddr != "" {
 		n.metrics = metrics.New(cfg.Name, n)
 	}
@@ -151,6 +160,7 @@ func New(cfg Config) (n *Node, err error) {
 	n.fsm = raftfsm.New(n)
 	n.fsm.SetLogf(n.logger.Printf)
 	n.catalog.SetTrust(n.fsm.TrustError)
+	n.rollout = n.newRollout()
 	n.setupUpstream(host)
 	started := n // returns below set n to nil before this runs
 	defer func() {
@@ -163,7 +173,7 @@ func New(cfg Config) (n *Node, err error) {
 	// adds it (lazyraft.go): it starts on a client's processors.
 	if n.cfg.RaftTransport == nil && n.joins() && !raftStateOnDisk(n.raftDir()) {
 		n.raftLazy.Store(true)
-		n.startAsClient()
+		n.procs.StartAsClient()
 	}
 	for _, d := range []string{cfg.DataDir, n.scratchDir()} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -257,7 +267,10 @@ func New(cfg Config) (n *Node, err error) {
 	n.wg.Add(1)
 	go n.collectBlobs()
 	n.wg.Add(1)
-	go n.watchCanaries()
+	go func() {
+		defer n.wg.Done()
+		n.rollout.Watch(n.ctx)
+	}()
 	n.wg.Add(1)
 	go n.flushStaged()
 	// What this host can run is gossiped by advertise, beside 9P: encoding
@@ -274,7 +287,7 @@ func New(cfg Config) (n *Node, err error) {
 	}
 	n.startAdminToken()
 	n.steps.step("9P serving")
-	n.startProcs()
+	n.procs.Start(!n.rep.isServer.Load())
 	n.logger.Printf("node %s: serving 9P on %s, cluster on %s, gossip on %s", cfg.Name, n.P9Addr(), n.transport.LocalAddr(), n.gossip.LocalAddr())
 	return n, nil
 }
@@ -340,7 +353,7 @@ func (n *Node) startClusterPort(hl hclog.Logger) error {
 	})
 	n.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:                &raftLayer{Listener: rl, advertise: adv, n: n},
-		ServerAddressProvider: gossipAddrs{n},
+		ServerAddressProvider: n.raftAddrs(),
 		MaxPool:               3,
 		Timeout:               10 * time.Second,
 		Logger:                hl,

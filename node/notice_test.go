@@ -40,8 +40,8 @@ func waitAdminTokens(t *testing.T, c *inmemCluster) {
 // for that first, so the record cannot turn the broadcast back on.
 func stopBroadcast(t *testing.T, l *Node) {
 	t.Helper()
-	waitFor(t, l.Name()+"'s leader loop to record its leadership", 10*time.Second, l.notices.leading.Load)
-	l.notices.leading.Store(false)
+	waitFor(t, l.Name()+"'s leader loop to record its leadership", 10*time.Second, l.commits.Leading)
+	l.commits.SetLeading(false)
 }
 
 // heldBack is the control of the commit notices: told nothing, follower f
@@ -236,18 +236,18 @@ func TestInMem_CommitNoticeChecked(t *testing.T) {
 	term := l.raftNode().CurrentTerm()
 	id, addr := raft.ServerID(f.Name()), f.transport.LocalAddr()
 
-	resp, err := l.sendCommitNotice(id, addr, idx, entry.Term-1, term)
+	resp, err := l.commits.SendCommitNotice(id, addr, idx, entry.Term-1, term)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if resp.Success || f.fsm.LastIndex() >= idx {
 		t.Fatalf("a notice of the wrong term was taken (success %v; applied %d of %d)", resp.Success, f.fsm.LastIndex(), idx)
 	}
-	if resp, err = l.sendCommitNotice(id, addr, idx+1, term, term); err != nil || resp.Success {
+	if resp, err = l.commits.SendCommitNotice(id, addr, idx+1, term, term); err != nil || resp.Success {
 		t.Fatalf("a notice of an entry the follower does not have: %+v, %v; want refused", resp, err)
 	}
 
-	resp, err = l.sendCommitNotice(id, addr, idx, entry.Term, term)
+	resp, err = l.commits.SendCommitNotice(id, addr, idx, entry.Term, term)
 	if err != nil || !resp.Success {
 		t.Fatalf("control: the right notice: %+v, %v", resp, err)
 	}

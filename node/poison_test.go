@@ -105,7 +105,7 @@ func TestInMem_InvalidCommandRefused(t *testing.T) {
 }
 
 // commandsSince counts the commands in the leader's log after index: the
-// leader also appends Barriers of its own (nudgeFollowers), which are no
+// leader also appends Barriers of its own (raftnode.Notices.Nudge), which are no
 // commands.
 func commandsSince(t *testing.T, l *Node, index uint64) int {
 	t.Helper()

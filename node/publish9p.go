@@ -8,6 +8,7 @@ import (
 	"github.com/toolnode/toolnode/p9"
 	"github.com/toolnode/toolnode/raftfsm"
 	"github.com/toolnode/toolnode/registry"
+	"github.com/toolnode/toolnode/rollout"
 )
 
 // Publishing through 9P: files written into t/ and a/ on any node become
@@ -70,7 +71,7 @@ func (n *Node) publishToolMeta(c caller, name string, data []byte) error {
 		// The executable closed before it, staged for this close: one
 		// version of both, under the signature over both.
 		_, err = n.applyFor(c, raftfsm.CmdPublishTools, raftfsm.PublishTools{
-			Owner: n.cfg.Name, Origin: raftfsm.Origin9P, Time: nowNano(), Publisher: publisherName(c.who),
+			Owner: n.cfg.Name, Origin: raftfsm.Origin9P, Time: nowNano(), Publisher: rollout.PublisherName(c.who),
 			Tools: []raftfsm.ToolSpec{{Name: name, Meta: data, ExecHash: staged.digest, Size: staged.size, Mode: staged.mode, Sig: sig}},
 		})
 		n.refusedPublish(c, name, err)
@@ -78,7 +79,7 @@ func (n *Node) publishToolMeta(c caller, name string, data []byte) error {
 	}
 	_, err = n.applyFor(c, raftfsm.CmdPutToolMeta, raftfsm.PutToolMeta{
 		Owner: n.cfg.Name, Origin: raftfsm.Origin9P, Time: nowNano(), Name: name, Meta: data,
-		Publisher: publisherName(c.who), Sig: sig,
+		Publisher: rollout.PublisherName(c.who), Sig: sig,
 	})
 	n.refusedPublish(c, name, err)
 	return err
@@ -128,7 +129,7 @@ func (n *Node) publishToolExec(c caller, name string, up p9.ExecUpload, size int
 	n.sigs.get(c.who, name, true)
 	_, err = n.applyFor(c, raftfsm.CmdPutToolExec, raftfsm.PutToolExec{
 		Owner: n.cfg.Name, Origin: raftfsm.Origin9P, Time: nowNano(), Name: name,
-		ExecHash: d, Size: size, Mode: mode & 0o7777, Publisher: publisherName(c.who), Sig: sig,
+		ExecHash: d, Size: size, Mode: mode & 0o7777, Publisher: rollout.PublisherName(c.who), Sig: sig,
 	})
 	n.refusedPublish(c, name, err)
 	return err
@@ -155,7 +156,7 @@ func (n *Node) chmodToolExec(c caller, name string, mode uint32) error {
 	// The mode is not in the manifest: the signature stays the tool's.
 	_, err := n.applyFor(c, raftfsm.CmdPutToolExec, raftfsm.PutToolExec{
 		Owner: n.cfg.Name, Origin: raftfsm.Origin9P, Time: nowNano(), Name: name,
-		ExecHash: t.ExecHash, Size: size, Mode: mode & 0o7777, Publisher: publisherName(c.who), Sig: t.Sig,
+		ExecHash: t.ExecHash, Size: size, Mode: mode & 0o7777, Publisher: rollout.PublisherName(c.who), Sig: t.Sig,
 	})
 	return err
 }
@@ -168,7 +169,7 @@ func (n *Node) withdrawTool(c caller, name string) error {
 		return fmt.Errorf("file does not exist: no tool %q in the cluster", name)
 	}
 	_, err := n.applyFor(c, raftfsm.CmdWithdrawTools, raftfsm.WithdrawTools{
-		Names: []string{name}, Publisher: publisherName(c.who), Time: nowNano(),
+		Names: []string{name}, Publisher: rollout.PublisherName(c.who), Time: nowNano(),
 	})
 	return err
 }
@@ -179,7 +180,7 @@ func (n *Node) RemoveToolExec(name string) error { return n.removeToolExec(calle
 func (n *Node) removeToolExec(c caller, name string) error {
 	sig, _ := n.sigs.get(c.who, name, true)
 	_, err := n.applyFor(c, raftfsm.CmdDropToolExec, raftfsm.DropToolExec{
-		Name: name, Owner: n.cfg.Name, Publisher: publisherName(c.who), Time: nowNano(), Sig: sig,
+		Name: name, Owner: n.cfg.Name, Publisher: rollout.PublisherName(c.who), Time: nowNano(), Sig: sig,
 	})
 	n.refusedPublish(c, name, err)
 	return err

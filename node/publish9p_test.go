@@ -3,13 +3,14 @@ package node
 import (
 	"io"
 
-	"9fans.net/go/plan9"
-	"9fans.net/go/plan9/client"
 	"crypto/sha256"
 	"encoding/hex"
 	"strings"
 	"testing"
 	"time"
+
+	"9fans.net/go/plan9"
+	"9fans.net/go/plan9/client"
 )
 
 // Over 9P an executable and the .meta closed after it are one version; a

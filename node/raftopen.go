@@ -30,7 +30,7 @@ func (n *Node) raftConfig(hl hclog.Logger) *raft.Config {
 	// Followers learn that an entry is committed from the next message the
 	// leader sends; with no other writes that waits for CommitTimeout. The
 	// leader tells every server of each commit at once instead, with a
-	// commit notice (notice.go), so CommitTimeout is only a fallback and
+	// commit notice (raftnode), so CommitTimeout is only a fallback and
 	// defaults to five times the library's: each of its ticks is an
 	// AppendEntries to every follower, most of an idle leader's wake-ups
 	// (at 5 ms, ~15% of a core on three nodes).
@@ -102,7 +102,6 @@ func (n *Node) openRaft(late bool) error {
 	rc := n.raftConfig(hl)
 	notify := make(chan bool, 8)
 	rc.NotifyCh = notify
-	n.notices.kick = make(chan struct{}, 1)
 	has, err := raft.HasExistingState(n.logs, w, snaps)
 	if err != nil {
 		return fmt.Errorf("read raft state: %w", err)
@@ -139,7 +138,10 @@ func (n *Node) openRaft(late bool) error {
 	n.raftp.Store(r)
 	n.observeStatus(r)
 	n.wg.Add(1)
-	go n.broadcastCommits()
+	go func() {
+		defer n.wg.Done()
+		n.commits.Run(n.ctx)
+	}()
 	n.wg.Add(1)
 	go n.watchLeadership(notify)
 	return nil

@@ -85,7 +85,7 @@ func appliedLater(t raftfsm.CommandType) bool {
 }
 
 // noticeAtCommit: the leader tells the forwarding node that such a write
-// is committed at once (notice.go), though that node does not wait for
+// is committed at once (raftnode), though that node does not wait for
 // it, since what the writer does next is walk into what it made. Load
 // and unload have none: the next agent read's ReadIndex brings one.
 func noticeAtCommit(t raftfsm.CommandType) bool {
@@ -181,7 +181,7 @@ func (n *Node) leaderCommitIndex(began time.Time) (uint64, error) {
 // configurations), so a follower's FSM may never reach it; and a leader
 // acknowledges a write only once its FSM has applied it, so every write
 // acknowledged before the read is at or below this index. A follower that
-// has not applied that far is sent a commit notice for it (notice.go), so
+// has not applied that far is sent a commit notice for it (raftnode), so
 // its read need not wait for the leader's next AppendEntries.
 func (n *Node) serveReadIndex(req fwdRequest) fwdResponse {
 	r := n.raftNode()
@@ -193,7 +193,7 @@ func (n *Node) serveReadIndex(req fwdRequest) fwdResponse {
 	}
 	index := n.fsm.LastIndex()
 	if req.Applied < index && req.From != "" {
-		n.tellCommitted(raft.ServerID(req.From), raft.ServerAddress(req.Addr), index)
+		n.commits.TellCommitted(raft.ServerID(req.From), raft.ServerAddress(req.Addr), index)
 	}
 	return fwdResponse{Index: index}
 }

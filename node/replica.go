@@ -76,7 +76,7 @@ type replica struct {
 // fsmFeed is the raft.FSM Raft is given: the node's FSM, fed under
 // feedMu, each applied command published to the stream's Hub. It takes
 // Raft's committed entries a batch at a time (raft.BatchingFSM), so that
-// the leader tells every server of each batch once (notice.go).
+// the leader tells every server of each batch once (raftnode).
 type fsmFeed struct{ n *Node }
 
 var _ raft.BatchingFSM = fsmFeed{}
@@ -108,7 +108,7 @@ func (f fsmFeed) ApplyBatch(logs []*raft.Log) []any {
 	r.feedMu.Unlock()
 	if len(logs) > 0 {
 		last := logs[len(logs)-1]
-		f.n.committed(last.Index, last.Term)
+		f.n.commits.Committed(last.Index, last.Term)
 	}
 	return out
 }
@@ -266,7 +266,7 @@ func (n *Node) clientOnlyStart() error {
 			n.logger.Printf("cluster TLS: the Raft state in %s is left unused: this node's certificate is a client node's", n.raftDir())
 		}
 		n.raftLazy.Store(true)
-		n.startAsClient()
+		n.procs.StartAsClient()
 	}
 	n.logger.Printf("cluster TLS: this node's certificate %s is a client node's (%s): it stays a client: it follows the change stream, forwards writes and runs routed calls, and never opens Raft, votes or serves the stream", cert, tlsutil.ClientRoleURI)
 	return nil
@@ -314,7 +314,7 @@ func (n *Node) checkRole() {
 		n.quietRaft(true)
 		n.startFollowing()
 	}
-	n.applyProcs()
+	n.procs.Role(!n.rep.isServer.Load())
 }
 
 // clientRaftTimeout is a client's Raft heartbeat and election timeout.

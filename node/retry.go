@@ -2,12 +2,10 @@ package node
 
 import (
 	"errors"
-	"sync/atomic"
 	"time"
 )
 
-// The write path's retry rules, and how the leader tells followers that a
-// forwarded write is committed.
+// The write path's retry rules.
 //
 // A forwarded write fails in one of two ways. Either it certainly was not
 // applied (errUnsent: the dial failed, the leader refused it as no longer
@@ -36,39 +34,3 @@ const (
 // errAmbiguous marks a write whose command left this node but whose answer
 // did not arrive: it may or may not have been applied.
 var errAmbiguous = errors.New("the write may or may not have been applied")
-
-// nudger makes the leader tell every follower at once that the entries
-// it has are committed, by appending a Barrier: its AppendEntries carries
-// the new commit index within a round trip, where hashicorp/raft would
-// otherwise wait for the next write or CommitTimeout (250 to 500 ms at
-// the node's default). It costs a log write (an fsync) on the leader
-// and on each follower, so it is the fallback of the commit notice
-// (notice.go), used when a notice for a forwarded write or a ReadIndex
-// cannot be delivered. Nudges coalesce: while one Barrier is being
-// enqueued, further requests make at most one more.
-type nudger struct {
-	want    atomic.Bool
-	running atomic.Bool
-}
-
-func (n *Node) nudgeFollowers() {
-	n.nudge.want.Store(true)
-	if !n.nudge.running.CompareAndSwap(false, true) {
-		return
-	}
-	go func() {
-		for {
-			for n.nudge.want.Swap(false) {
-				// Not waited for: the entry's AppendEntries is the point,
-				// not its own commit.
-				if r := n.raftNode(); r != nil {
-					r.Barrier(fwdDialTimeout)
-				}
-			}
-			n.nudge.running.Store(false)
-			if !n.nudge.want.Load() || !n.nudge.running.CompareAndSwap(false, true) {
-				return
-			}
-		}
-	}()
-}

@@ -10,6 +10,7 @@ import (
 	"github.com/toolnode/toolnode/p9"
 	"github.com/toolnode/toolnode/raftfsm"
 	"github.com/toolnode/toolnode/registry"
+	"github.com/toolnode/toolnode/rollout"
 	"github.com/toolnode/toolnode/signing"
 )
 
@@ -213,7 +214,7 @@ func (n *Node) publishStaged(name string, st *stagedExec) {
 	sig, _ := n.sigs.get(st.c.who, name, true)
 	_, err := n.applyFor(st.c, raftfsm.CmdPutToolExec, raftfsm.PutToolExec{
 		Owner: n.cfg.Name, Origin: raftfsm.Origin9P, Time: nowNano(), Name: name,
-		ExecHash: st.digest, Size: st.size, Mode: st.mode, Publisher: publisherName(st.c.who), Sig: sig,
+		ExecHash: st.digest, Size: st.size, Mode: st.mode, Publisher: rollout.PublisherName(st.c.who), Sig: sig,
 	})
 	if err != nil {
 		n.logger.Printf("t/%s: executable %s staged by %s not published with the live metadata: %v", name, st.digest, who, err)

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/toolnode/toolnode/p9"
+	"github.com/toolnode/toolnode/raftfsm"
 	"github.com/toolnode/toolnode/signing"
 )
 
@@ -170,15 +171,28 @@ func TestTrust_SignedPublishes(t *testing.T) {
 		}
 	}
 
-	// The leader's check off (test code only): a forged publish, signed
-	// by a key not trusted, is appended, and every node's apply refuses it.
-	leaderSkipsSignatureCheck.Store(true)
-	err := publishSigned(fp, "evil", script, meta, mallory.sign(t, signing.Tool("evil", meta, signing.Digest(script))))
-	leaderSkipsSignatureCheck.Store(false)
-	if err == nil || !strings.Contains(err.Error(), "permission denied: signature") {
-		t.Fatalf("a forged publish with the leader's check off: %v", err)
+	// The leader's check bypassed: a forged publish, signed by a key not
+	// trusted, appended straight to the leader's Raft log as a member
+	// would, and every node's apply refuses it.
+	forged, err := raftfsm.Encode(raftfsm.CmdPublishTools, raftfsm.PublishTools{
+		Owner: l.Name(), Origin: raftfsm.Origin9P, Time: time.Now().UnixNano(), Publisher: "mallory",
+		Tools: []raftfsm.ToolSpec{{Name: "evil", Meta: meta, ExecHash: signing.Digest(script), Size: int64(len(script)), Mode: 0o755,
+			Sig: mallory.sign(t, signing.Tool("evil", meta, signing.Digest(script)))}},
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	last := l.fsm.LastIndex()
+	if forged, err = raftfsm.Request("forgedevil", forged); err != nil {
+		t.Fatal(err)
+	}
+	f := l.raftNode().Apply(forged, 5*time.Second)
+	if err := f.Error(); err != nil {
+		t.Fatalf("appending the forged entry: %v", err)
+	}
+	if err, _ := f.Response().(error); err == nil || !strings.Contains(err.Error(), "permission denied: signature") {
+		t.Fatalf("the leader's apply of the forged publish: %v", f.Response())
+	}
+	last := f.Index()
 	waitFor(t, "every node to apply the forged entry", 5*time.Second, func() bool {
 		return n1.fsm.LastIndex() >= last && n2.fsm.LastIndex() >= last && n3.fsm.LastIndex() >= last
 	})

@@ -1,6 +1,7 @@
-package node
+package raftnode
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -37,7 +38,7 @@ import (
 // depends on timing: a notice that arrives before the follower has stored
 // the entry is refused, and is sent again a few times over a few
 // milliseconds (the entry is on its way); one for a forwarded write or a
-// ReadIndex is then replaced by the Barrier nudge (retry.go), as is such
+// ReadIndex is then replaced by the Barrier nudge (nudge.go), as is such
 // a one that fails on the network.
 //
 // After every commit the leader tells every server, not only the one
@@ -95,22 +96,54 @@ type noticeTarget struct {
 	running     bool
 }
 
-type commitNotices struct {
+// Config is what the commit notices need of the node's Raft.
+type Config struct {
+	// Self is this server's ID.
+	Self raft.ServerID
+	// Raft is the node's Raft, nil until it opens.
+	Raft func() *raft.Raft
+	// Transport is Raft's transport, which the notices travel on; nil
+	// until Raft opens.
+	Transport func() raft.Transport
+	// Logs is Raft's log store, nil until Raft opens.
+	Logs func() raft.LogStore
+}
+
+// Notices sends the leader's commit notices, and the Barrier nudge that
+// is their fallback, for one node.
+type Notices struct {
+	cfg Config
+	ctx context.Context
+
 	mu      sync.Mutex
 	targets map[raft.ServerID]*noticeTarget
 
-	leading atomic.Bool   // this node leads (watchLeadership): broadcast
+	leading atomic.Bool   // this node leads: broadcast
 	kick    chan struct{} // a batch was applied on the leader
 	lastMu  sync.Mutex
 	index   uint64 // the last entry the leader's FSM applied, and its term
 	term    uint64
+
+	nudge nudger
 }
 
-// committed is called by the FSM's feed after it applied a batch whose
+// New makes the notices of a node; they stop being sent when ctx ends.
+func New(ctx context.Context, cfg Config) *Notices {
+	return &Notices{cfg: cfg, ctx: ctx, kick: make(chan struct{}, 1)}
+}
+
+// SetLeading records whether this node leads, which the leader loop
+// learns: only a leader broadcasts.
+func (n *Notices) SetLeading(v bool) { n.leading.Store(v) }
+
+// Leading reports what SetLeading last recorded.
+func (n *Notices) Leading() bool { return n.leading.Load() }
+
+// Committed is called by the FSM's feed after it applied a batch whose
 // last entry is index, of term. On the leader it wakes broadcastCommits;
 // it never blocks, and changes nothing the FSM holds.
-func (n *Node) committed(index, term uint64) {
-	cn := &n.notices
+func (n *Notices) Committed(index, term uint64) {
+	cn := n
 	if !cn.leading.Load() {
 		return
 	}
@@ -125,29 +158,28 @@ func (n *Node) committed(index, term uint64) {
 	}
 }
 
-// broadcastCommits, while this node leads, queues a commit notice of the
+// Run, while this node leads, queues a commit notice of the
 // last applied entry to every other server after each applied batch.
-func (n *Node) broadcastCommits() {
-	defer n.wg.Done()
-	cn := &n.notices
-	self := raft.ServerID(n.cfg.Name)
+func (n *Notices) Run(ctx context.Context) {
+	cn := n
+	self := n.cfg.Self
 	for {
 		select {
-		case <-n.ctx.Done():
+		case <-ctx.Done():
 			return
 		case <-cn.kick:
 		}
-		if _, ok := n.leaderTerm(); !ok {
+		if _, ok := LeaderTerm(n.cfg.Raft()); !ok {
 			continue
 		}
 		// An entry appended from now on is sent to every follower with a
 		// commit index at or past the batch just applied: when the next
 		// write comes within broadcastWait, its AppendEntries tells them,
 		// and a notice would only add a message to its way.
-		r := n.raftNode() // this goroutine starts once Raft is open
+		r := n.cfg.Raft() // Run starts once Raft is open
 		last := r.LastIndex()
 		select {
-		case <-n.ctx.Done():
+		case <-ctx.Done():
 			return
 		case <-time.After(broadcastWait):
 		}
@@ -169,20 +201,21 @@ func (n *Node) broadcastCommits() {
 	}
 }
 
-// tellCommitted, on the leader, tells the follower id at addr that the
+// TellCommitted, on the leader, tells the follower id at addr that the
 // entry at index is committed, or nudges every follower when it cannot.
 // It returns at once; the notice goes from a goroutine per follower.
-func (n *Node) tellCommitted(id raft.ServerID, addr raft.ServerAddress, index uint64) {
+func (n *Notices) TellCommitted(id raft.ServerID, addr raft.ServerAddress, index uint64) {
 	switch {
-	case id == raft.ServerID(n.cfg.Name):
+	case id == n.cfg.Self:
 		return // this node applied it before it answered, and its stream's clients have it
 	case id == "" || addr == "":
-		n.nudgeFollowers()
+		n.Nudge()
 		return
 	}
 	var l raft.Log
-	if err := n.logs.GetLog(index, &l); err != nil {
-		n.nudgeFollowers()
+	logs := n.cfg.Logs()
+	if logs == nil || logs.GetLog(index, &l) != nil {
+		n.Nudge()
 		return
 	}
 	n.queueNotice(id, addr, index, l.Term, true)
@@ -191,8 +224,8 @@ func (n *Node) tellCommitted(id raft.ServerID, addr raft.ServerAddress, index ui
 // queueNotice asks for a notice of the committed entry index, of term, to
 // the server id at addr; nudge: fall back to the Barrier when it cannot be
 // told.
-func (n *Node) queueNotice(id raft.ServerID, addr raft.ServerAddress, index, term uint64, nudge bool) {
-	cn := &n.notices
+func (n *Notices) queueNotice(id raft.ServerID, addr raft.ServerAddress, index, term uint64, nudge bool) {
+	cn := n
 	cn.mu.Lock()
 	if cn.targets == nil {
 		cn.targets = map[raft.ServerID]*noticeTarget{}
@@ -223,8 +256,8 @@ func (n *Node) queueNotice(id raft.ServerID, addr raft.ServerAddress, index, ter
 }
 
 // sendNotices sends t's notices until none is pending.
-func (n *Node) sendNotices(id raft.ServerID, t *noticeTarget) {
-	cn := &n.notices
+func (n *Notices) sendNotices(id raft.ServerID, t *noticeTarget) {
+	cn := n
 	for {
 		cn.mu.Lock()
 		if !t.pending || t.index <= t.told || n.ctx.Err() != nil {
@@ -236,7 +269,7 @@ func (n *Node) sendNotices(id raft.ServerID, t *noticeTarget) {
 		t.pending, t.nudge = false, false
 		cn.mu.Unlock()
 		told, netErr := false, false
-		if lt, ok := n.leaderTerm(); ok {
+		if lt, ok := LeaderTerm(n.cfg.Raft()); ok {
 			told, netErr = n.noticeOnce(id, addr, index, term, lt, nudge)
 		}
 		cn.mu.Lock()
@@ -252,11 +285,10 @@ func (n *Node) sendNotices(id raft.ServerID, t *noticeTarget) {
 	}
 }
 
-// leaderTerm returns the term this node leads, and false when it does
-// not lead: the state is read between two reads of the term that agree,
+// LeaderTerm returns the term r leads, and false when it does
+// not lead (or r is nil): the state is read between two reads of the term that agree,
 // so the node led that term (a term never comes back).
-func (n *Node) leaderTerm() (uint64, bool) {
-	r := n.raftNode()
+func LeaderTerm(r *raft.Raft) (uint64, bool) {
 	if r == nil {
 		return 0, false
 	}
@@ -271,14 +303,14 @@ func (n *Node) leaderTerm() (uint64, bool) {
 // committed, in a notice of term (one this node leads), sending again
 // while the follower has yet to store it; with nudge, it nudges when it
 // cannot. told: the follower took it; netErr: it did not answer.
-func (n *Node) noticeOnce(id raft.ServerID, addr raft.ServerAddress, index, logTerm, term uint64, nudge bool) (told, netErr bool) {
+func (n *Notices) noticeOnce(id raft.ServerID, addr raft.ServerAddress, index, logTerm, term uint64, nudge bool) (told, netErr bool) {
 	wait := time.Millisecond
 	for try := 0; ; try++ {
-		resp, err := n.sendCommitNotice(id, addr, index, logTerm, term)
+		resp, err := n.SendCommitNotice(id, addr, index, logTerm, term)
 		switch {
 		case err != nil:
 			if nudge {
-				n.nudgeFollowers()
+				n.Nudge()
 			}
 			return false, true
 		case resp.Success:
@@ -290,7 +322,7 @@ func (n *Node) noticeOnce(id raft.ServerID, addr raft.ServerAddress, index, logT
 			// Its log does not match at index (it will be corrected by the
 			// leader's replication), or the entry is long in coming.
 			if nudge {
-				n.nudgeFollowers()
+				n.Nudge()
 			}
 			return false, false
 		}
@@ -303,15 +335,19 @@ func (n *Node) noticeOnce(id raft.ServerID, addr raft.ServerAddress, index, logT
 	}
 }
 
-// sendCommitNotice sends one commit notice: an AppendEntries of term
+// SendCommitNotice sends one commit notice: an AppendEntries of term
 // without entries saying that the entry at index, of logTerm, is
 // committed. term must be one this node led, at or after logTerm.
-func (n *Node) sendCommitNotice(id raft.ServerID, addr raft.ServerAddress, index, logTerm, term uint64) (*raft.AppendEntriesResponse, error) {
-	me := n.transport.EncodePeer(raft.ServerID(n.cfg.Name), n.transport.LocalAddr())
+func (n *Notices) SendCommitNotice(id raft.ServerID, addr raft.ServerAddress, index, logTerm, term uint64) (*raft.AppendEntriesResponse, error) {
+	tr := n.cfg.Transport()
+	if tr == nil {
+		return nil, fmt.Errorf("commit notice to %s: raft is not open", id)
+	}
+	me := tr.EncodePeer(n.cfg.Self, tr.LocalAddr())
 	req := &raft.AppendEntriesRequest{
 		RPCHeader: raft.RPCHeader{
 			ProtocolVersion: raft.ProtocolVersionMax,
-			ID:              []byte(n.cfg.Name),
+			ID:              []byte(n.cfg.Self),
 			Addr:            me,
 		},
 		Term:              term,
@@ -321,7 +357,7 @@ func (n *Node) sendCommitNotice(id raft.ServerID, addr raft.ServerAddress, index
 		LeaderCommitIndex: index,
 	}
 	var resp raft.AppendEntriesResponse
-	if err := n.transport.AppendEntries(id, addr, req, &resp); err != nil {
+	if err := tr.AppendEntries(id, addr, req, &resp); err != nil {
 		return nil, fmt.Errorf("commit notice to %s: %w", id, err)
 	}
 	return &resp, nil
