@@ -40,6 +40,10 @@ type Catalog struct {
 	// trust, when set, says why a tool's live version may not be served
 	// or run here (its signature against the keys trusted now).
 	trust func(*raftfsm.Tool) error
+	// runs, when set, says whether an upstream MCP server running on this
+	// host offers a tool of origin raftfsm.OriginMCP now; without it no
+	// such tool is visible here.
+	runs func(name string) bool
 }
 
 // ErrNotPublished: the tool's executable was published before its
@@ -66,6 +70,12 @@ func New(h registry.Host, self string) *Catalog {
 // Rebuild.
 func (c *Catalog) SetTrust(check func(*raftfsm.Tool) error) { c.trust = check }
 
+// SetUpstream sets the check of whether this host runs the upstream MCP
+// server that offers a tool of origin raftfsm.OriginMCP: such a tool has
+// no variants; it is visible exactly when runs says so. Call it before
+// the first Rebuild, and Update a tool's name when its answer changes.
+func (c *Catalog) SetUpstream(runs func(name string) bool) { c.runs = runs }
+
 // resolve makes t's entry with r. parsed, when not nil, is t.Meta
 // already parsed (from an earlier entry or the directory scan: the same
 // bytes parse the same), so only the variants are resolved again.
@@ -90,6 +100,10 @@ func (c *Catalog) resolve(t *raftfsm.Tool, r *registry.Resolver, parsed *registr
 		}
 	}
 	e.Meta = m
+	if t.Origin == raftfsm.OriginMCP {
+		e.Resolved, e.Visible = *m, c.runs != nil && c.runs(t.Name)
+		return e
+	}
 	e.Resolved, e.Variant, e.Visible = r.Resolve(m)
 	return e
 }

@@ -123,6 +123,8 @@ var need = map[raftfsm.CommandType]p9.Role{
 	raftfsm.CmdSetKeepVersions:  p9.RoleAdmin, // the leader's own; a member's is refused
 	raftfsm.CmdAddKey:           p9.RoleAdmin,
 	raftfsm.CmdRemoveKey:        p9.RoleAdmin,
+	raftfsm.CmdPutServer:        p9.RolePublish,
+	raftfsm.CmdDropServer:       p9.RolePublish,
 }
 
 // fields are the parts of a command's body that Check and Describe read.
@@ -238,7 +240,17 @@ func checkTools(p Principal, t raftfsm.CommandType, f fields) error {
 // the removal of a revoked token's session, and its own canary reports.
 func checkNode(st State, p Principal, t raftfsm.CommandType, f fields) error {
 	switch t {
-	case raftfsm.CmdPublishTools, raftfsm.CmdWithdrawTools, raftfsm.CmdPublishProfiles, raftfsm.CmdWithdrawProfiles:
+	case raftfsm.CmdPublishTools, raftfsm.CmdWithdrawTools:
+		// The tools of the upstream MCP servers a node runs are its own
+		// publications too.
+		if f.Owner == p.Via && f.Origin == raftfsm.OriginMCP {
+			return nil
+		}
+		if f.Owner != p.Via || f.Origin != "" && f.Origin != raftfsm.OriginDir {
+			return fmt.Errorf("%w: %s may %s only as the owner of its own directory's (owner %q, origin dir) or its MCP servers' (origin mcp), not owner %q origin %q", ErrDenied, p.Name, t, p.Via, f.Owner, f.Origin)
+		}
+		return nil
+	case raftfsm.CmdPublishProfiles, raftfsm.CmdWithdrawProfiles, raftfsm.CmdPutServer, raftfsm.CmdDropServer:
 		if f.Owner != p.Via || f.Origin != "" && f.Origin != raftfsm.OriginDir {
 			return fmt.Errorf("%w: %s may %s only as the owner of its own directory's (owner %q, origin dir), not owner %q origin %q", ErrDenied, p.Name, t, p.Via, f.Owner, f.Origin)
 		}
@@ -269,7 +281,8 @@ func Describe(entry []byte) (action, target string) {
 	t, f, _ := decode(entry)
 	action = t.String()
 	switch t {
-	case raftfsm.CmdCreateSession, raftfsm.CmdKillSession, raftfsm.CmdDropToolExec, raftfsm.CmdRevokeToken:
+	case raftfsm.CmdCreateSession, raftfsm.CmdKillSession, raftfsm.CmdDropToolExec, raftfsm.CmdRevokeToken,
+		raftfsm.CmdPutServer, raftfsm.CmdDropServer:
 		target = f.Name
 	case raftfsm.CmdPutToolMeta, raftfsm.CmdPutToolExec, raftfsm.CmdRollback, raftfsm.CmdAddKey, raftfsm.CmdRemoveKey,
 		raftfsm.CmdCanary, raftfsm.CmdPromote, raftfsm.CmdAbort:

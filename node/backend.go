@@ -357,6 +357,9 @@ func (n *Node) StartCall(ctx context.Context, session, agent, tool string, args 
 			return n.callElsewhere(ctx, session, agent, tool, args)
 		}, nil
 	}
+	if e.Tool.Origin == raftfsm.OriginMCP {
+		return func(ctx context.Context) ([]byte, error) { return n.runUpstream(ctx, e, args) }, nil
+	}
 	c, err := n.checkHere(ctx, session, agent, e, args)
 	if err != nil {
 		return nil, err
@@ -378,6 +381,9 @@ func isObject(b []byte) bool {
 
 // runHere runs a tool this host can run.
 func (n *Node) runHere(ctx context.Context, session, agent string, e *catalog.Entry, args []byte) ([]byte, error) {
+	if e.Tool.Origin == raftfsm.OriginMCP {
+		return n.runUpstream(ctx, e, args)
+	}
 	c, err := n.checkHere(ctx, session, agent, e, args)
 	if err != nil {
 		return nil, err

@@ -27,6 +27,9 @@ type Config struct {
 	DataDir   string // raft log, snapshots, the blob store of executables, scratch
 	ToolsDir  string // watched and published; "" = none
 	AgentsDir string // agent profiles; "" = none
+	// McpServersDir holds upstream MCP server definitions (NAME.json),
+	// watched and published (upstream.go); "" = none.
+	McpServersDir string
 
 	P9Addr      string // default 127.0.0.1:9564
 	GossipAddr  string // default 127.0.0.1:7946
@@ -181,7 +184,7 @@ func (c *Config) fill() error {
 		return fmt.Errorf("data directory %q: %w", c.DataDir, err)
 	}
 	c.DataDir = abs
-	for _, d := range []*string{&c.ToolsDir, &c.AgentsDir} {
+	for _, d := range []*string{&c.ToolsDir, &c.AgentsDir, &c.McpServersDir} {
 		if *d != "" {
 			if *d, err = filepath.Abs(*d); err != nil {
 				return err

@@ -21,6 +21,8 @@ func (n *Node) Changed(events []raftfsm.Event) {
 		case "trust+", "trust-":
 			trust = true // nor are trusted keys
 			continue
+		case "server+", "server-":
+			n.upstreamChanged()
 		}
 		seen = append(seen, p9.Event{Kind: e.Kind, Name: e.Name})
 		if e.Kind == "tool+" || e.Kind == "tool-" {
@@ -77,6 +79,7 @@ func (n *Node) Restored() {
 		n.catalog.Rebuild(n.liveTools, n.liveTool)
 	}
 	n.blobs.MarkRescan() // its tools' indexes may be older than any seen
+	n.upstreamChanged()
 	kick(n.metaKick)
 	n.tokensRestored()
 }

@@ -106,6 +106,7 @@ type Node struct {
 	pub       publisher
 	reconcile chan struct{} // membership changed: the leader reconciles
 	metaKick  chan struct{} // what this node advertises changed
+	up        upstreams     // upstream MCP servers (upstream.go)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -161,6 +162,7 @@ func New(cfg Config) (n *Node, err error) {
 	n.fsm.SetLogf(n.logger.Printf)
 	n.catalog.SetTrust(n.fsm.TrustError)
 	n.rollout = n.newRollout()
+	n.setupUpstream(host)
 	started := n // returns below set n to nil before this runs
 	defer func() {
 		if err != nil {
@@ -259,6 +261,7 @@ func New(cfg Config) (n *Node, err error) {
 	n.steps.step("catalog built", "tools", n.catalog.Count())
 	n.logDirs()
 	n.startPublisher(first)
+	n.startUpstream()
 	n.catalog.DropHints()
 	n.steps.step("publisher")
 	n.startResolver()

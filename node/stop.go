@@ -60,6 +60,7 @@ func (n *Node) Close() error {
 		n.raftMu.Lock()
 		n.cancel()
 		n.raftMu.Unlock()
+		n.stopUpstream()
 		if n.rep.hub != nil {
 			n.rep.hub.Close()
 		}

@@ -15,7 +15,7 @@ import (
 // killed agent's preamble) fails at the open.
 func (s *Server) openHandle(b Backend, n *node) (handle, error) {
 	switch n.kind {
-	case kRoot, kTDir, kADir, kClusterDir, kSessionDir, kSession, kAgentDir, kAgent, kVDir, kVTool:
+	case kRoot, kTDir, kADir, kMDir, kClusterDir, kSessionDir, kSession, kAgentDir, kAgent, kVDir, kVTool:
 		return newDirHandle(s, b, n)
 	case kVIdx, kVMeta, kVExec, kVCtl:
 		return s.openVersion(b, n)
@@ -50,6 +50,14 @@ func (s *Server) openHandle(b Backend, n *node) (handle, error) {
 			p, ok := b.Profile(n.arg)
 			if !ok {
 				return s.pendingText(n, "file does not exist: no agent profile %q in the cluster")
+			}
+			return withNewline(p), nil
+		})
+	case kServer:
+		return newSnapshot(func() ([]byte, error) {
+			p, ok := serversOf(b).ServerDef(n.arg)
+			if !ok {
+				return s.pendingText(n, "file does not exist: no mcp server %q in the cluster")
 			}
 			return withNewline(p), nil
 		})

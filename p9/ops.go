@@ -452,6 +452,8 @@ func (c *conn) remove(fc *proto.TRemove) ([]byte, error) {
 		err = notFound(b.RemoveToolExec(n.arg), "file does not exist: tool %q has no published executable", n.arg)
 	case kProfile:
 		err = notFound(b.WithdrawProfile(n.arg), "file does not exist: no agent profile %q in the cluster", n.arg)
+	case kServer:
+		err = notFound(serversOf(b).WithdrawServer(n.arg), "file does not exist: no mcp server %q in the cluster", n.arg)
 	default:
 		return nil, fmt.Errorf("permission denied: cannot remove %s: the files of the tree are fixed", n.path)
 	}
@@ -488,7 +490,7 @@ func (c *conn) create(fc *proto.TCreate) ([]byte, error) {
 		return nil, fmt.Errorf("permission denied: cannot create %q: make a session by writing \"name=S\" to session/new", fc.Name)
 	case kAgentDir:
 		return nil, fmt.Errorf("permission denied: cannot create %q: make an agent by writing \"name=A\" to %s/new", fc.Name, n.path)
-	case kTDir, kADir:
+	case kTDir, kADir, kMDir:
 	default:
 		if !n.isDir() {
 			return nil, fmt.Errorf("cannot create %q: %s is not a directory", fc.Name, n.path)

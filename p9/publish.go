@@ -48,7 +48,7 @@ func validName(s string) bool {
 
 // isUpload reports whether nodes of kind k are written whole and
 // published at close (or, for JSON, as soon as they are whole).
-func isUpload(k kind) bool { return k == kTMeta || k == kTExec || k == kProfile }
+func isUpload(k kind) bool { return k == kTMeta || k == kTExec || k == kProfile || k == kServer }
 
 // createNode checks a Tcreate of name in directory dir (t/ or a/) and
 // returns the node it makes.
@@ -85,6 +85,12 @@ func createNode(dir *node, name string, perm uint32) (*node, error) {
 			return nil, fmt.Errorf("invalid name %q: a/ holds NAME.json, where NAME is %s", name, nameRule)
 		}
 		k, arg = kProfile, base
+	case kMDir:
+		base, ok := strings.CutSuffix(name, ".json")
+		if !ok || !validName(base) {
+			return nil, fmt.Errorf("invalid name %q: m/ holds NAME.json, where NAME is %s", name, nameRule)
+		}
+		k, arg = kServer, base
 	default:
 		return nil, fmt.Errorf("permission denied: cannot create %q in %s", name, dir.path)
 	}
@@ -174,6 +180,10 @@ func (s *Server) openUpload(b Backend, n *node, trunc bool, held *atomic.Int64) 
 		return u
 	case kProfile:
 		if p, ok := b.Profile(n.arg); ok {
+			cur = withNewline(p)
+		}
+	case kServer:
+		if p, ok := serversOf(b).ServerDef(n.arg); ok {
 			cur = withNewline(p)
 		}
 	}
@@ -444,9 +454,12 @@ func wholeJSON(buf []byte) ([]byte, bool) {
 // publishJSON publishes doc and remembers it as sent; mu is held.
 func (u *upload) publishJSON(doc []byte) error {
 	var err error
-	if u.n.kind == kTMeta {
+	switch u.n.kind {
+	case kTMeta:
 		err = u.b.PublishToolMeta(u.n.arg, slices.Clone(doc))
-	} else {
+	case kServer:
+		err = serversOf(u.b).PublishServer(u.n.arg, slices.Clone(doc))
+	default:
 		err = u.b.PublishProfile(u.n.arg, slices.Clone(doc))
 	}
 	if err == nil {

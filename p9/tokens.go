@@ -41,7 +41,7 @@ func readRole(k kind) Role {
 // creating or removing in it).
 func writeRole(k kind) Role {
 	switch k {
-	case kTDir, kADir, kTMeta, kTExec, kProfile, kVCtl, kTSig:
+	case kTDir, kADir, kMDir, kTMeta, kTExec, kProfile, kServer, kVCtl, kTSig:
 		return RolePublish
 	case kTrustNew, kTrustCtl:
 		return RoleAdmin

@@ -28,6 +28,7 @@ const (
 	kVDir            // v/
 	kVTool           // v/NAME/
 	kTrustDir        // trust/
+	kMDir            // m/
 
 	kTIdx       // t/idx
 	kTMeta      // t/NAME.meta
@@ -59,6 +60,7 @@ const (
 	kTrustIdx   // trust/idx
 	kTrustNew   // trust/new
 	kTrustCtl   // trust/ctl
+	kServer     // m/NAME.json
 	nKinds
 )
 
@@ -80,6 +82,8 @@ var perms = [nKinds]uint32{
 	kVDir: 0o555, kVTool: 0o555, kVIdx: 0o444, kVMeta: 0o444, kVExec: 0o555, kVCtl: 0o222,
 
 	kTSig: 0o222, kTrustDir: 0o555, kTrustIdx: 0o444, kTrustNew: 0o666, kTrustCtl: 0o222,
+
+	kMDir: 0o755, kServer: 0o644,
 }
 
 // node is one file or directory of the tree. Nodes are immutable and may be
@@ -142,6 +146,7 @@ var (
 	rootNode       = newNode(nil, kRoot, "/")
 	tDirNode       = newNode(rootNode, kTDir, "t")
 	aDirNode       = newNode(rootNode, kADir, "a")
+	mDirNode       = newNode(rootNode, kMDir, "m")
 	clusterDirNode = newNode(rootNode, kClusterDir, "cluster")
 	sessionDirNode = newNode(rootNode, kSessionDir, "session")
 	toolsNode      = newNode(rootNode, kTools, "tools")
@@ -163,7 +168,7 @@ var (
 	vDirNode       = newNode(rootNode, kVDir, "v")
 
 	// rootChildren and the other fixed lists are sorted by name.
-	rootChildren    = []*node{aDirNode, clusterDirNode, eventsNode, nodeNode, sessionDirNode, tDirNode, tokenDirNode, toolsNode, trustDirNode, vDirNode}
+	rootChildren    = []*node{aDirNode, clusterDirNode, eventsNode, mDirNode, nodeNode, sessionDirNode, tDirNode, tokenDirNode, toolsNode, trustDirNode, vDirNode}
 	clusterChildren = []*node{membersNode, whereNode}
 	tokenChildren   = []*node{tokenCtlNode, tokenIdxNode, tokenNewNode}
 	trustChildren   = []*node{trustCtlNode, trustIdxNode, trustNewNode}
@@ -272,6 +277,16 @@ func walk1(s *Server, n *node, name string) (*node, error) {
 			return nil, walkErr("no agent profile %q in the cluster", base)
 		}
 		return nil, walkErr("no agent profile file %q: profiles are NAME.json", name)
+	case kMDir:
+		if base, ok := strings.CutSuffix(name, ".json"); ok {
+			if _, ok := serversOf(b).ServerDef(base); ok || s.isPending("m/"+name) {
+				c := newNode(n, kServer, name)
+				c.arg = base
+				return c, nil
+			}
+			return nil, walkErr("no mcp server %q in the cluster", base)
+		}
+		return nil, walkErr("no mcp server file %q: definitions are NAME.json", name)
 	case kSessionDir:
 		switch name {
 		case "new":
@@ -389,6 +404,17 @@ func (s *Server) children(b Backend, n *node) ([]*node, error) {
 			c.arg = strings.TrimSuffix(name, ".json")
 			out = append(out, c)
 		}
+	case kMDir:
+		for _, name := range serversOf(b).ServerNames() {
+			c := newNode(n, kServer, name+".json")
+			c.arg = name
+			out = append(out, c)
+		}
+		for _, name := range s.pendingNames("m") {
+			c := newNode(n, kServer, name)
+			c.arg = strings.TrimSuffix(name, ".json")
+			out = append(out, c)
+		}
 	case kSessionDir:
 		sessions, err := b.Sessions()
 		if err != nil {
@@ -485,6 +511,10 @@ func (s *Server) content(n *node) (uint64, uint32) {
 		if p, ok := b.Profile(n.arg); ok {
 			size, when = textLen(p), b.ProfileTime(n.arg)
 		}
+	case kServer:
+		if p, ok := serversOf(b).ServerDef(n.arg); ok {
+			size, when = textLen(p), serversOf(b).ServerTime(n.arg)
+		}
 	case kVIdx, kVMeta, kVExec:
 		size, when = s.versionContent(n)
 	}
@@ -505,6 +535,8 @@ func (s *Server) isPublished(n *node) bool {
 		_, ok = s.b.ToolExecutable(n.arg)
 	case kProfile:
 		_, ok = s.b.Profile(n.arg)
+	case kServer:
+		_, ok = serversOf(s.b).ServerDef(n.arg)
 	}
 	return ok
 }

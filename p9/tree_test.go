@@ -148,7 +148,7 @@ func TestTree_DirListings(t *testing.T) {
 		path string
 		want []string
 	}{
-		{"/", []string{"a", "cluster", "events", "node", "session", "t", "token", "tools", "trust", "v"}},
+		{"/", []string{"a", "cluster", "events", "m", "node", "session", "t", "token", "tools", "trust", "v"}},
 		{"t", []string{"block.meta", "echo", "echo.meta", "fail.meta", "idx"}},
 		{"a", []string{"coder.json", "zeta.json"}},
 		{"cluster", []string{"members", "where"}},

@@ -4,9 +4,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strconv"
+	"strings"
 
 	"github.com/toolnode/toolnode/acl"
 	"github.com/toolnode/toolnode/registry"
+	"github.com/toolnode/toolnode/upstream"
 )
 
 // Names a session or agent may not take: they are files beside them in
@@ -34,6 +36,13 @@ func applyPublishTools(st *state, index uint64, body []byte, ev *[]Event) any {
 		}
 		if t.ExecHash != "" && !isHexHash(t.ExecHash) {
 			return refuse(ErrInvalid, "the executable hash of tool %q is not 64 lowercase hex digits", t.Name)
+		}
+		if c.Origin == OriginMCP {
+			// A server's tools exist while its definition does: one
+			// published after the withdrawal would stay for ever.
+			if srv, _, _ := strings.Cut(t.Name, upstream.Sep); st.Servers[srv] == nil {
+				return refuse(ErrNotFound, "tool %q: no mcp server %q is published", t.Name, srv)
+			}
 		}
 	}
 	signers := make([]string, len(c.Tools))

@@ -188,9 +188,9 @@ func TestCanary_Snapshot(t *testing.T) {
 	if got := descFor(t, r, "n1"); got != string(metaOf("one")) {
 		t.Fatalf("restored n1 serves %s", got)
 	}
-	v3 := bytes.Replace(snap, []byte(`"format":4`), []byte(`"format":3`), 1)
+	v3 := bytes.Replace(snap, []byte(`"format":5`), []byte(`"format":3`), 1)
 	if bytes.Equal(v3, snap) {
-		t.Fatal("the snapshot does not record format 4")
+		t.Fatal("the snapshot does not record format 5")
 	}
 	old := New(nil)
 	if err := old.Restore(io.NopCloser(bytes.NewReader(v3))); err != nil {

@@ -34,6 +34,8 @@ const (
 	CmdPromote         // canary.go
 	CmdAbort           // canary.go
 	CmdCanaryReport    // canary.go
+	CmdPutServer       // servers.go
+	CmdDropServer      // servers.go
 )
 
 // Origins of a publication: a node's watched directory, or a write into

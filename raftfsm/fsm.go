@@ -208,7 +208,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err := json.NewDecoder(rc).Decode(st); err != nil {
 		return fmt.Errorf("raftfsm: restore: %w", err)
 	}
-	if st.Format != SnapshotFormat && st.Format != snapshotFormatV1 && st.Format != snapshotFormatV2 && st.Format != snapshotFormatV3 {
+	if st.Format != SnapshotFormat && st.Format != snapshotFormatV1 && st.Format != snapshotFormatV2 && st.Format != snapshotFormatV3 && st.Format != snapshotFormatV4 {
 		return fmt.Errorf("raftfsm: restore: a snapshot of format %d; this build reads formats %d to %d", st.Format, snapshotFormatV1, SnapshotFormat)
 	}
 	st.fill()

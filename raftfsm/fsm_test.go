@@ -149,7 +149,7 @@ func TestFSM_SnapshotFormat(t *testing.T) {
 	h := newHarness(t, nil)
 	h.ok(CmdCreateSession, CreateSession{Name: "s"})
 	snap := snapshotBytes(t, h.fsm)
-	if !bytes.Contains(snap, []byte(`"format":4`)) {
+	if !bytes.Contains(snap, []byte(`"format":5`)) {
 		t.Fatalf("the snapshot does not record its format: %s", snap)
 	}
 	r := New(nil)
@@ -160,11 +160,11 @@ func TestFSM_SnapshotFormat(t *testing.T) {
 		t.Fatal("the restored state lacks the session")
 	}
 	for _, bad := range [][]byte{
-		bytes.Replace(snap, []byte(`"format":4`), []byte(`"format":5`), 1),
-		bytes.Replace(snap, []byte(`"format":4,`), nil, 1),
+		bytes.Replace(snap, []byte(`"format":5`), []byte(`"format":6`), 1),
+		bytes.Replace(snap, []byte(`"format":5,`), nil, 1),
 	} {
 		err := r.Restore(io.NopCloser(bytes.NewReader(bad)))
-		if err == nil || !strings.Contains(err.Error(), "this build reads formats 1 to 4") {
+		if err == nil || !strings.Contains(err.Error(), "this build reads formats 1 to 5") {
 			t.Fatalf("a snapshot of another format: %v", err)
 		}
 		if !r.HasSession("s") {

@@ -143,8 +143,9 @@ func (s *Session) copy() *Session {
 // the format before canaries, which it restores with none pending. A
 // build that knows only format 3 refuses a snapshot of format 4, so a
 // node of an older build never restores the trusted keys or a canary
-// away.
-const SnapshotFormat = 4
+// away. Format 5 adds the upstream MCP servers (servers.go); 4 is
+// restored with none.
+const SnapshotFormat = 5
 
 // snapshotFormatV1 is the format before tools had versions;
 // snapshotFormatV2 the format before trusted keys; snapshotFormatV3 the
@@ -153,6 +154,7 @@ const (
 	snapshotFormatV1 = 1
 	snapshotFormatV2 = 2
 	snapshotFormatV3 = 3
+	snapshotFormatV4 = 4
 )
 
 // state is everything the FSM holds. It is also the snapshot format.
@@ -173,6 +175,8 @@ type state struct {
 	Trust map[string]*TrustedKey `json:"trust,omitempty"`
 	// Canaries are the tools' pending canaries by tool (canary.go).
 	Canaries map[string]*Canary `json:"canaries,omitempty"`
+	// Servers are the upstream MCP server definitions (servers.go).
+	Servers map[string]*Server `json:"servers,omitempty"`
 	// LastSession and LastAgent number generated names ("s1", "a1").
 	LastSession uint64 `json:"lastSession"`
 	LastAgent   uint64 `json:"lastAgent"`
@@ -197,6 +201,7 @@ func newState() *state {
 		Versions: map[string]*History{},
 		Trust:    map[string]*TrustedKey{},
 		Canaries: map[string]*Canary{},
+		Servers:  map[string]*Server{},
 		byHash:   map[string]*Token{},
 	}
 }
@@ -216,6 +221,7 @@ func (s *state) clone() *state {
 		KeepVersions: s.KeepVersions,
 		Trust:        maps.Clone(s.Trust),
 		Canaries:     maps.Clone(s.Canaries),
+		Servers:      maps.Clone(s.Servers),
 		keys:         s.keys,
 		byHash:       make(map[string]*Token, len(s.byHash)),
 	}
@@ -262,6 +268,9 @@ func (s *state) fill() {
 	}
 	if s.Canaries == nil {
 		s.Canaries = map[string]*Canary{}
+	}
+	if s.Servers == nil {
+		s.Servers = map[string]*Server{}
 	}
 	s.rekey()
 	s.byHash = make(map[string]*Token, len(s.Tokens))

@@ -171,7 +171,7 @@ func TestTrust_Snapshot(t *testing.T) {
 
 	old := newHarness(t, nil)
 	old.ok(CmdPutToolMeta, PutToolMeta{Owner: "n1", Origin: Origin9P, Time: 9, Name: "z", Meta: metaOf("z")})
-	v2 := bytes.Replace(snapshotBytes(t, old.fsm), []byte(`"format":4`), []byte(`"format":2`), 1)
+	v2 := bytes.Replace(snapshotBytes(t, old.fsm), []byte(`"format":5`), []byte(`"format":2`), 1)
 	up := New(nil)
 	if err := up.Restore(io.NopCloser(bytes.NewReader(v2))); err != nil {
 		t.Fatal(err)

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"strings"
 
 	"github.com/toolnode/toolnode/acl"
 
 	"github.com/toolnode/toolnode/registry"
+	"github.com/toolnode/toolnode/upstream"
 )
 
 // The leader validates every command before it appends it (Validate), so
@@ -143,6 +145,22 @@ func checkOrigin(origin string, emptyOK bool) error {
 	return fmt.Errorf("origin %q is neither %q nor %q", origin, OriginDir, Origin9P)
 }
 
+// checkToolOrigin is checkOrigin for a tool, which may also be one an
+// upstream MCP server offers (OriginMCP). A tool of another origin may
+// not be named like one: "__" separates a server's name from its tool's.
+func checkToolOrigin(origin, name string) error {
+	if origin == OriginMCP {
+		if _, _, ok := strings.Cut(name, upstream.Sep); !ok {
+			return fmt.Errorf("tool %q of origin %q is not named SERVER__TOOL", name, OriginMCP)
+		}
+		return nil
+	}
+	if strings.Contains(name, upstream.Sep) {
+		return fmt.Errorf("tool name %q: %q is for the tools of upstream MCP servers (SERVER__TOOL); choose another name", name, upstream.Sep)
+	}
+	return nil
+}
+
 func checkTime(t int64) error {
 	if t < 0 {
 		return fmt.Errorf("time %d is negative", t)
@@ -216,8 +234,10 @@ func validatePublishTools(body []byte, lim Limits) error {
 	if err := checkOwner(c.Owner, true); err != nil {
 		return err
 	}
-	if err := checkOrigin(c.Origin, true); err != nil {
-		return err
+	if c.Origin != OriginMCP {
+		if err := checkOrigin(c.Origin, true); err != nil {
+			return err
+		}
 	}
 	if err := checkTime(c.Time); err != nil {
 		return err
@@ -234,6 +254,9 @@ func validatePublishTools(body []byte, lim Limits) error {
 			return fmt.Errorf("tool %q appears twice", t.Name)
 		}
 		seen[t.Name] = true
+		if err := checkToolOrigin(c.Origin, t.Name); err != nil {
+			return err
+		}
 		if err := checkMeta(t.Name, t.Meta); err != nil {
 			return err
 		}
@@ -255,8 +278,10 @@ func validateWithdrawTools(body []byte, lim Limits) error {
 	if err := checkOwner(c.Owner, false); err != nil {
 		return err
 	}
-	if err := checkOrigin(c.Origin, true); err != nil {
-		return err
+	if c.Origin != OriginMCP {
+		if err := checkOrigin(c.Origin, true); err != nil {
+			return err
+		}
 	}
 	if err := checkPublisher(c.Publisher); err != nil {
 		return err
@@ -282,6 +307,9 @@ func validatePutToolMeta(body []byte, lim Limits) error {
 		return err
 	}
 	if err := checkName("tool", c.Name); err != nil {
+		return err
+	}
+	if err := checkToolOrigin(c.Origin, c.Name); err != nil {
 		return err
 	}
 	if err := checkPublisher(c.Publisher); err != nil {

@@ -52,6 +52,11 @@ func validEntries() map[string][]byte {
 		"put-tool-meta-by":   MustEncode(CmdPutToolMeta, PutToolMeta{Owner: "n2", Origin: Origin9P, Time: 4, Name: "hi", Meta: []byte(`{"description":"v2"}`), Publisher: "alice"}),
 		"rollback":           MustEncode(CmdRollback, Rollback{Name: "hi", Version: 1, Publisher: "alice", Owner: "n2", Time: 5}),
 		"set-keep-versions":  MustEncode(CmdSetKeepVersions, SetKeepVersions{Keep: 2}),
+		"put-server":         MustEncode(CmdPutServer, PutServer{Owner: "n1", Origin: Origin9P, Time: 1, Name: "gh", Data: []byte(`{"command":"gh-mcp","env":{"GH_TOKEN":"${GH_TOKEN}"}}`)}),
+		"publish-mcp-tools": MustEncode(CmdPublishTools, PublishTools{Owner: "n1", Origin: OriginMCP, Time: 1, Tools: []ToolSpec{
+			{Name: "gh__search", Meta: meta},
+		}}),
+		"drop-server": MustEncode(CmdDropServer, DropServer{Name: "gh"}),
 	}
 }
 

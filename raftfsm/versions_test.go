@@ -254,7 +254,7 @@ func TestVersions_Snapshot(t *testing.T) {
 	old := newHarness(t, nil)
 	old.ok(CmdPutToolMeta, PutToolMeta{Owner: "n1", Origin: Origin9P, Time: 9, Name: "z", Meta: metaOf("z")})
 	v1 := snapshotBytes(t, old.fsm)
-	v1 = bytes.Replace(v1, []byte(`"format":4`), []byte(`"format":1`), 1)
+	v1 = bytes.Replace(v1, []byte(`"format":5`), []byte(`"format":1`), 1)
 	i := bytes.Index(v1, []byte(`,"versions":`))
 	j := bytes.Index(v1, []byte(`,"lastSession"`))
 	if i < 0 || j < i {

@@ -217,6 +217,11 @@ func scanDir[T any](dir, suffix string, index func([]fs.DirEntry), parse func(na
 			problems = append(problems, Problem{filepath.Join(dir, fname), err})
 			continue
 		}
+		if suffix == ".meta" && strings.Contains(name, "__") {
+			// The cluster names upstream MCP servers' tools SERVER__TOOL.
+			problems = append(problems, Problem{filepath.Join(dir, fname), fmt.Errorf("%w %q: \"__\" is for the tools of upstream MCP servers (SERVER__TOOL); choose another name", ErrInvalidName, name)})
+			continue
+		}
 		files = append(files, e)
 	}
 

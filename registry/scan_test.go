@@ -217,3 +217,24 @@ func TestScanProfiles(t *testing.T) {
 		t.Errorf("problems = %v", problems)
 	}
 }
+
+// A tool named like an upstream server's (SERVER__TOOL) is a problem of
+// the scan, not a publish the cluster refuses whole.
+func TestScanToolsRefusesUpstreamNames(t *testing.T) {
+	dir := t.TempDir()
+	for name, data := range map[string]string{"ok.meta": `{"description":"d"}`, "gh__search.meta": `{"description":"d"}`} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	found, probs, err := ScanTools(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := found["ok"]; !ok || len(found) != 1 {
+		t.Fatalf("found %v", found)
+	}
+	if len(probs) != 1 || !strings.Contains(probs[0].Err.Error(), "upstream MCP servers") {
+		t.Fatalf("problems %v", probs)
+	}
+}

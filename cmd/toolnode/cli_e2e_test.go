@@ -97,7 +97,7 @@ func TestCLIVerbs(t *testing.T) {
 	}
 
 	t.Run("ls", func(t *testing.T) {
-		if got := cliOK(t, e, "", "9p", addr, "ls", "/"); got != "a/\ncluster/\nevents\nnode\nsession/\nt/\ntoken/\ntools\ntrust/\nv/\n" {
+		if got := cliOK(t, e, "", "9p", addr, "ls", "/"); got != "a/\ncluster/\nevents\nm/\nnode\nsession/\nt/\ntoken/\ntools\ntrust/\nv/\n" {
 			t.Errorf("ls / = %q", got)
 		}
 		var names []string
@@ -109,7 +109,7 @@ func TestCLIVerbs(t *testing.T) {
 			}
 			names = append(names, m[2])
 		}
-		if got := strings.Join(names, " "); got != "a cluster events node session t token tools trust v" {
+		if got := strings.Join(names, " "); got != "a cluster events m node session t token tools trust v" {
 			t.Errorf("ls -l / names = %q", got)
 		}
 		if got := cliOK(t, e, "", "9p", addr, "ls", "-l", "t/echo.meta"); !lsLong.MatchString(strings.TrimSuffix(got, "\n")) || !strings.HasSuffix(got, " echo.meta\n") {

@@ -636,7 +636,7 @@ func (s *suite) testRoot(t *testing.T) {
 	t.Parallel()
 	fsys := attach9(t, addr)
 	got := lsDir(t, fsys, "/")
-	if w := []string{"a", "cluster", "events", "node", "session", "t", "token", "tools", "trust", "v"}; !slices.Equal(got, w) {
+	if w := []string{"a", "cluster", "events", "m", "node", "session", "t", "token", "tools", "trust", "v"}; !slices.Equal(got, w) {
 		t.Fatalf("ls / = %q, want %q", got, w)
 	}
 	// Generated files report length 0; t/idx its true length.
@@ -828,7 +828,7 @@ func (s *suite) testBad9p(t *testing.T) {
 func (s *suite) testCliRead(t *testing.T) {
 	e, addr := s.e, s.addr
 	t.Parallel()
-	if got := runCLI(t, e, "", "9p", addr, "ls", "/"); got != "a/\ncluster/\nevents\nnode\nsession/\nt/\ntoken/\ntools\ntrust/\nv/\n" {
+	if got := runCLI(t, e, "", "9p", addr, "ls", "/"); got != "a/\ncluster/\nevents\nm/\nnode\nsession/\nt/\ntoken/\ntools\ntrust/\nv/\n" {
 		t.Errorf("toolnode 9p ls / = %q", got)
 	}
 	if got := runCLI(t, e, "", "9p", addr, "read", "node"); !strings.HasPrefix(got, "name e2e\n") {

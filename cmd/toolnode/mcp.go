@@ -28,6 +28,9 @@ import (
 // ends then, with the reason on standard error and exit status 1, so the
 // MCP client sees the server gone and its user reads why.
 func mcpStdio(args []string) error {
+	if len(args) > 0 && args[0] == "import" {
+		return mcpImport(args[1:])
+	}
 	fs := newFlagSet("mcp", "mcp [-a ADDR] [-profile P]")
 	addr := fs.String("a", defaultAddr(), "node 9P address")
 	fs.StringVar(addr, "addr", defaultAddr(), "node 9P address (same as -a)")

@@ -143,6 +143,7 @@ func serveFlags(o *serveOptions) *flag.FlagSet {
 	fs.StringVar(&cfg.DataDir, "data", dataDefault(), "data `DIR`: the Raft log and snapshots, published executables, scratch directories")
 	fs.StringVar(&cfg.ToolsDir, "tools", toolsDefault(), "tools `DIR`, watched and published (default $OLLIE_TOOLS_PATH, else $XDG_CONFIG_HOME/ollie/tools)")
 	fs.StringVar(&cfg.AgentsDir, "agents", configPath("agents"), "agent profiles `DIR`, watched and published")
+	fs.StringVar(&cfg.McpServersDir, "mcp-servers", configPath("mcp"), "upstream MCP server definitions `DIR` (NAME.json), watched and published")
 	fs.StringVar(&cfg.P9Addr, "9p", node.DefaultP9Addr, "9P listen `ADDR`")
 	fs.StringVar(&cfg.GossipAddr, "gossip", node.DefaultGossipAddr, "memberlist bind `ADDR`")
 	fs.StringVar(&cfg.ClusterAddr, "cluster", node.DefaultClusterAddr, "Raft and node-to-node `ADDR`")
