@@ -286,7 +286,7 @@ func (n *Node) Where(tool string) (string, error) {
 		b.WriteString(c.Node + "\n")
 	}
 	if b.Len() == 0 {
-		return "", fmt.Errorf("no live node can run tool %q: no live host matches its variants", tool)
+		return "", noCapableNode(tool)
 	}
 	return b.String(), nil
 }

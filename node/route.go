@@ -18,6 +18,7 @@ import (
 	"github.com/toolnode/toolnode/fwdauth"
 	"github.com/toolnode/toolnode/raftfsm"
 	"github.com/toolnode/toolnode/registry"
+	"github.com/toolnode/toolnode/upstream"
 )
 
 // A call of a tool this host cannot run goes to an alive node that can
@@ -131,7 +132,7 @@ func (n *Node) callElsewhere(ctx context.Context, session, agent, tool string, a
 		}
 	}
 	if len(cands) == 0 {
-		return nil, fmt.Errorf("no live node can run tool %q: no live host matches its variants", tool)
+		return nil, noCapableNode(tool)
 	}
 	req := callRequest{Session: session, Agent: agent, Tool: tool, Args: args, Index: n.fsm.LastIndex(), From: n.cfg.Name, Who: whoOf(ctx), Tools: callerOf(ctx).tools}
 	var lastErr error
@@ -327,4 +328,14 @@ func checkRoutedWho(req callRequest) error {
 		return nil // "": the calling node's own call, node:FROM
 	}
 	return fmt.Errorf("permission denied: a routed call from %s names %q, not a principal (a token's name or anon@IP)", req.From, req.Who)
+}
+
+// noCapableNode is the error of a tool no live node can run: for a tool
+// of an upstream MCP server, that no live host runs the server; for any
+// other, that no live host matches its variants.
+func noCapableNode(tool string) error {
+	if server, _, ok := upstream.SplitToolName(tool); ok {
+		return fmt.Errorf("no live node can run tool %q: no live host runs MCP server %s (its match, its variables, or the server itself)", tool, server)
+	}
+	return fmt.Errorf("no live node can run tool %q: no live host matches its variants", tool)
 }

@@ -252,3 +252,13 @@ func TestMembers_ToolsFromCapabilities(t *testing.T) {
 		}
 	}
 }
+
+// A tool no live node can run says why in the terms of its kind.
+func TestNoCapableNode(t *testing.T) {
+	if err := noCapableNode("gh__search"); !strings.Contains(err.Error(), "no live host runs MCP server gh") {
+		t.Errorf("an upstream tool: %v", err)
+	}
+	if err := noCapableNode("greet"); !strings.Contains(err.Error(), "no live host matches its variants") {
+		t.Errorf("a tool: %v", err)
+	}
+}
