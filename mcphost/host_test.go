@@ -2,6 +2,7 @@ package mcphost
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolnode/toolnode/registry"
 	"github.com/toolnode/toolnode/upstream"
 )
@@ -175,4 +177,21 @@ func TestMeta(t *testing.T) {
 	if parsed.Description != "d" || parsed.OutputFormat != "json" || !strings.Contains(string(parsed.Args), `"x"`) {
 		t.Fatalf("meta %s parsed as %+v", m, parsed)
 	}
+	// The server's annotations and output schema are kept for MCP's
+	// tools/list, readOnlyHint as scope read.
+	m = Meta(upstream.Tool{Name: "s__t", Upstream: "t", OutputSchema: []byte(`{"type":"object"}`),
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, Title: "T", OpenWorldHint: ptr(false)}})
+	var got struct {
+		Scope        string
+		OutputSchema json.RawMessage
+		Annotations  map[string]any
+	}
+	if err := json.Unmarshal(m, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Scope != "read" || string(got.OutputSchema) != `{"type":"object"}` || got.Annotations["title"] != "T" || got.Annotations["openWorldHint"] != false {
+		t.Fatalf("meta %s", m)
+	}
 }
+
+func ptr[T any](v T) *T { return &v }
