@@ -224,12 +224,12 @@ func (h *Host) Offers(name string) bool {
 // Call calls the catalog's tool name with the JSON object args: the
 // text of its result, or an error; a result the server marks isError is
 // an error with its text.
-func (h *Host) Call(ctx context.Context, name string, args []byte) ([]byte, error) {
+func (h *Host) Call(ctx context.Context, name string, args []byte, progress upstream.Progress) ([]byte, error) {
 	ru, t, ok := h.server(name)
 	if !ok {
 		return nil, fmt.Errorf("tool %q: no mcp server running on this node offers it", name)
 	}
-	r, err := ru.srv.Call(ctx, t.Upstream, json.RawMessage(args), nil)
+	r, err := ru.srv.Call(ctx, t.Upstream, json.RawMessage(args), progress)
 	if err != nil {
 		return nil, err
 	}

@@ -113,31 +113,44 @@ func TestHostRunsMatchingServers(t *testing.T) {
 		t.Error("a tool whose name clients refuse was not skipped with a log line")
 	}
 	ctx := context.Background()
-	out, err := h.Call(ctx, "echo__getenv", []byte(`{"name":"ECHO_KEY"}`))
+	out, err := h.Call(ctx, "echo__getenv", []byte(`{"name":"ECHO_KEY"}`), nil)
 	if err != nil || string(out) != "s3cret" {
 		t.Fatalf("getenv = %q, %v: the reference was not expanded", out, err)
 	}
-	out, err = h.Call(ctx, "echo__home", []byte(`{}`))
+	out, err = h.Call(ctx, "echo__home", []byte(`{}`), nil)
 	if err != nil || !strings.HasSuffix(string(out), "/echo") {
 		t.Fatalf("home = %q, %v: want the server's state directory", out, err)
 	}
-	if _, err := h.Call(ctx, "echo__fail", []byte(`{}`)); err == nil || !strings.Contains(err.Error(), "it failed") {
+	// The server's progress reaches the caller while the call runs.
+	var mu sync.Mutex
+	var steps []string
+	out, err = h.Call(ctx, "echo__steps", []byte(`{}`), func(p, total float64, msg string) {
+		mu.Lock()
+		defer mu.Unlock()
+		steps = append(steps, fmt.Sprintf("%g/%g %s", p, total, msg))
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if err != nil || string(out) != "done" || strings.Join(steps, ",") != "1/2 step 1,2/2 step 2" {
+		t.Errorf("steps = %q, %v; progress %q", out, err, steps)
+	}
+	if _, err := h.Call(ctx, "echo__fail", []byte(`{}`), nil); err == nil || !strings.Contains(err.Error(), "it failed") {
 		t.Fatalf("fail = %v, want its text as the error", err)
 	}
 	// list_changed reaches the tools within 500 ms.
-	if _, err := h.Call(ctx, "echo__grow", []byte(`{}`)); err != nil {
+	if _, err := h.Call(ctx, "echo__grow", []byte(`{}`), nil); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "extra after list_changed", 500*time.Millisecond, func() bool { return h.Offers("echo__extra") })
 	// A call that outlives its deadline fails and restarts the server.
 	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-	_, err = h.Call(cctx, "echo__slow", []byte(`{}`))
+	_, err = h.Call(cctx, "echo__slow", []byte(`{}`), nil)
 	cancel()
 	if err == nil || !strings.Contains(err.Error(), "restarted") {
 		t.Fatalf("slow = %v, want a failure that restarts the server", err)
 	}
 	waitFor(t, "the restarted server", 10*time.Second, func() bool {
-		out, err := h.Call(ctx, "echo__echo", []byte(`{"a":1}`))
+		out, err := h.Call(ctx, "echo__echo", []byte(`{"a":1}`), nil)
 		return err == nil && string(out) == `{"a":1}`
 	})
 	// Withdrawn: stopped, its tools gone.

@@ -44,7 +44,7 @@ func TestSandboxedServer(t *testing.T) {
 			h.Sync(map[string][]byte{"box": []byte(fmt.Sprintf(`{"command":%q}`, bin))})
 			waitFor(t, "box's tools", 10*time.Second, func() bool { return h.Offers("box__readfile") })
 			ctx := context.Background()
-			out, err := h.Call(ctx, "box__readfile", []byte(fmt.Sprintf(`{"path":%q}`, secret)))
+			out, err := h.Call(ctx, "box__readfile", []byte(fmt.Sprintf(`{"path":%q}`, secret)), nil)
 			if off {
 				if err != nil || string(out) != "the node's key" {
 					t.Fatalf("control: readfile = %q, %v; want the file read without the sandbox", out, err)
@@ -52,10 +52,10 @@ func TestSandboxedServer(t *testing.T) {
 			} else if err == nil || !strings.Contains(err.Error(), "permission denied") {
 				t.Fatalf("readfile of a protected file = %q, %v; want permission denied", out, err)
 			}
-			if out, err := h.Call(ctx, "box__getenv", []byte(`{"name":"NODE_ONLY_VAR"}`)); err != nil || len(out) != 0 {
+			if out, err := h.Call(ctx, "box__getenv", []byte(`{"name":"NODE_ONLY_VAR"}`), nil); err != nil || len(out) != 0 {
 				t.Fatalf("the server sees the node's variable: %q, %v", out, err)
 			}
-			home, err := h.Call(ctx, "box__home", []byte(`{}`))
+			home, err := h.Call(ctx, "box__home", []byte(`{}`), nil)
 			if err != nil || !strings.HasSuffix(string(home), "/box") {
 				t.Fatalf("home = %q, %v", home, err)
 			}

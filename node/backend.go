@@ -358,7 +358,9 @@ func (n *Node) StartCall(ctx context.Context, session, agent, tool string, args 
 		}, nil
 	}
 	if e.Tool.Origin == raftfsm.OriginMCP {
-		return func(ctx context.Context) ([]byte, error) { return n.runUpstream(ctx, e, args) }, nil
+		return func(ctx context.Context) ([]byte, error) {
+			return n.runUpstream(ctx, e, args, n.callLines.For(session, agent, tool))
+		}, nil
 	}
 	c, err := n.checkHere(ctx, session, agent, e, args)
 	if err != nil {
@@ -382,7 +384,7 @@ func isObject(b []byte) bool {
 // runHere runs a tool this host can run.
 func (n *Node) runHere(ctx context.Context, session, agent string, e *catalog.Entry, args []byte) ([]byte, error) {
 	if e.Tool.Origin == raftfsm.OriginMCP {
-		return n.runUpstream(ctx, e, args)
+		return n.runUpstream(ctx, e, args, n.callLines.For(session, agent, e.Tool.Name))
 	}
 	c, err := n.checkHere(ctx, session, agent, e, args)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -230,7 +231,7 @@ func (n *Node) upstreamChanged() {
 
 // runUpstream is the run of a call of a tool of origin mcp offered here:
 // a slot of the call queue, the call timeout, the server's tools/call.
-func (n *Node) runUpstream(ctx context.Context, e *catalog.Entry, args []byte) ([]byte, error) {
+func (n *Node) runUpstream(ctx context.Context, e *catalog.Entry, args []byte, lines sandbox.LineFunc) ([]byte, error) {
 	name := e.Tool.Name
 	n.metrics.Running(1)
 	defer n.metrics.Running(-1)
@@ -241,7 +242,22 @@ func (n *Node) runUpstream(ctx context.Context, e *catalog.Entry, args []byte) (
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.CallTimeout)
 	defer cancel()
 	start := time.Now()
-	out, err := n.up.host.Call(ctx, name, args)
+	var progress upstream.Progress
+	if lines != nil {
+		// The server's progress reaches the MCP session as a tool's
+		// "progress N/M MESSAGE" line on fd 3 does.
+		progress = func(p, total float64, msg string) {
+			line := "progress " + strconv.FormatFloat(p, 'f', -1, 64)
+			if total > 0 {
+				line += "/" + strconv.FormatFloat(total, 'f', -1, 64)
+			}
+			if msg != "" {
+				line += " " + msg
+			}
+			lines(sandbox.FdSide, line)
+		}
+	}
+	out, err := n.up.host.Call(ctx, name, args, progress)
 	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		err = fmt.Errorf("tool %q timed out after %s: %w", name, n.cfg.CallTimeout, err)
 	}

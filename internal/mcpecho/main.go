@@ -17,7 +17,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -57,6 +59,19 @@ func main() {
 				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}, nil
 			}
 			return text(string(b)), nil
+		})
+	s.AddTool(&mcp.Tool{Name: "steps", Description: "tells its progress, then answers", InputSchema: obj},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			if tok := req.Params.GetProgressToken(); tok != nil {
+				for i := 1; i <= 2; i++ {
+					req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: 2, Message: fmt.Sprintf("step %d", i)})
+					// Each step's work, as a real tool's: progress told
+					// after the answer is no progress, and a client
+					// handles notifications beside the answers.
+					time.Sleep(200 * time.Millisecond)
+				}
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil
 		})
 	s.AddTool(&mcp.Tool{Name: "fail", Description: "fails", InputSchema: obj},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
