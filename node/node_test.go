@@ -15,6 +15,7 @@ import (
 	"9fans.net/go/plan9"
 	"9fans.net/go/plan9/client"
 
+	"github.com/toolnode/toolnode/internal/testcluster"
 	"github.com/toolnode/toolnode/registry"
 )
 
@@ -89,47 +90,17 @@ func readFile(t testing.TB, fsys *client.Fsys, path string) string {
 
 // ask writes a request to an answer file and reads the answer on the same fid.
 func ask(fsys *client.Fsys, path, req string) (string, error) {
-	fid, err := fsys.Open(path, plan9.ORDWR)
-	if err != nil {
-		return "", err
-	}
-	defer fid.Close()
-	if _, err := fid.WriteAt([]byte(req), 0); err != nil {
-		return "", err
-	}
-	var out []byte
-	buf := make([]byte, 8192)
-	for {
-		n, err := fid.ReadAt(buf, int64(len(out)))
-		out = append(out, buf[:n]...)
-		// A call that fails when it runs fails the read, with no data.
-		if err == io.EOF || (err == nil && n == 0) {
-			return string(out), nil
-		}
-		if err != nil {
-			return string(out), err
-		}
-	}
+	return testcluster.Ask(fsys, path, req)
 }
 
 func mustAsk(t testing.TB, fsys *client.Fsys, path, req string) string {
 	t.Helper()
-	out, err := ask(fsys, path, req)
-	if err != nil {
-		t.Fatalf("%s <- %q: %v", path, req, err)
-	}
-	return out
+	return testcluster.MustAsk(t, fsys, path, req)
 }
 
 func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testcluster.Eventually(t, d, cond, "waiting for %s", what)
 }
 
 func writeTool(t testing.TB, dir, name, meta, script string) {
