@@ -394,27 +394,9 @@ func (s *Server) children(b Backend, n *node) ([]*node, error) {
 			out = append(out, c)
 		}
 	case kADir:
-		for _, name := range b.ProfileNames() {
-			c := newNode(n, kProfile, name+".json")
-			c.arg = name
-			out = append(out, c)
-		}
-		for _, name := range s.pendingNames("a") {
-			c := newNode(n, kProfile, name)
-			c.arg = strings.TrimSuffix(name, ".json")
-			out = append(out, c)
-		}
+		out = append(out, jsonFiles(n, kProfile, b.ProfileNames(), s.pendingNames("a"))...)
 	case kMDir:
-		for _, name := range serversOf(b).ServerNames() {
-			c := newNode(n, kServer, name+".json")
-			c.arg = name
-			out = append(out, c)
-		}
-		for _, name := range s.pendingNames("m") {
-			c := newNode(n, kServer, name)
-			c.arg = strings.TrimSuffix(name, ".json")
-			out = append(out, c)
-		}
+		out = append(out, jsonFiles(n, kServer, serversOf(b).ServerNames(), s.pendingNames("m"))...)
 	case kSessionDir:
 		sessions, err := b.Sessions()
 		if err != nil {
@@ -547,4 +529,22 @@ func textLen(b []byte) int {
 		return len(b) + 1
 	}
 	return len(b)
+}
+
+// jsonFiles are the NAME.json files of a/ or m/: one of kind k for each
+// published name, and one for each file being written there (pending,
+// named with its .json).
+func jsonFiles(n *node, k kind, names, pending []string) []*node {
+	var out []*node
+	for _, name := range names {
+		c := newNode(n, k, name+".json")
+		c.arg = name
+		out = append(out, c)
+	}
+	for _, name := range pending {
+		c := newNode(n, k, name)
+		c.arg = strings.TrimSuffix(name, ".json")
+		out = append(out, c)
+	}
+	return out
 }
